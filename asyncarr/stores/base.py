@@ -1,0 +1,239 @@
+"""The Store ABC: a small async key/value interface every storage backend implements."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from .. import config
+from ..errors import ReadOnlyError
+
+__all__ = ["ByteRange", "Store", "validate_key"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ByteRange:
+    """Part of a value: ``offset`` and ``length`` (None: to the end), or the last ``suffix`` bytes."""
+
+    offset: int = 0
+    length: int | None = None
+    suffix: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.suffix is not None:
+            if self.suffix < 0:
+                raise ValueError(f"suffix length must be >= 0, got {self.suffix}")
+        elif self.offset < 0 or (self.length is not None and self.length < 0):
+            raise ValueError(f"invalid byte range offset={self.offset} length={self.length}")
+
+    @classmethod
+    def last(cls, n: int) -> ByteRange:
+        """The last ``n`` bytes of a value (an HTTP suffix range)."""
+        return cls(suffix=n)
+
+    def resolve(self, size: int) -> tuple[int, int]:
+        """Return ``(start, stop)`` of this range within a value of ``size`` bytes, clamped."""
+        if self.suffix is not None:
+            return max(0, size - self.suffix), size
+        start = min(self.offset, size)
+        stop = size if self.length is None else min(size, self.offset + self.length)
+        return start, stop
+
+    def apply(self, data: bytes) -> bytes:
+        """Cut this range out of a whole value."""
+        start, stop = self.resolve(len(data))
+        return data[start:stop]
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a safe store key, else raise ValueError saying why."""
+    if not isinstance(key, str):
+        raise TypeError(f"store keys are strings, got {type(key).__name__}: {key!r}")
+    if key.startswith("/"):
+        raise ValueError(f"store key {key!r} is absolute; keys are relative to the store root")
+    if "\\" in key:
+        raise ValueError(f"store key {key!r} contains a backslash; keys are '/'-separated")
+    if "\x00" in key:
+        raise ValueError(f"store key {key!r} contains a NUL character")
+    parts = key.split("/")
+    if any(part in ("..", ".") for part in parts):
+        raise ValueError(f"store key {key!r} contains a '.' or '..' segment; it could escape the store root")
+    if ":" in parts[0] and len(parts[0]) == 2 and parts[0][0].isalpha():
+        raise ValueError(f"store key {key!r} looks like a Windows drive path")
+    return key
+
+
+def _normalize_prefix(prefix: str) -> str:
+    """'' stays ''; anything else ends with exactly one '/'."""
+    prefix = prefix.strip("/")
+    if prefix:
+        validate_key(prefix)
+        return prefix + "/"
+    return ""
+
+
+class _LoopBound:
+    """One asyncio primitive per event loop, created on first use in that loop."""
+
+    def __init__(self, factory: Any) -> None:
+        self._factory = factory
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            item = self._per_loop.get(loop)
+            if item is None:
+                item = self._per_loop[loop] = self._factory()
+            return item
+
+
+class Store(abc.ABC):
+    """An async key/value store of bytes; keys are '/'-separated and relative to the store root.
+
+    Subclasses implement the abstract coroutines; the defaults (``get_many``, ``set_many``,
+    ``delete_prefix``, ``getsize``) are built on them and may be overridden for speed.
+    Stores pickle their configuration (override ``__getstate__`` to drop connections).
+    """
+
+    read_only: bool = False
+    supports_listing: bool = True
+    """False for stores that cannot list keys (HTTP): listings then come from consolidated metadata."""
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        self.read_only = read_only
+
+    # -- identity -----------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """A URL-like string naming where the data lives (keys of shared chunk locks use it)."""
+
+    def key_url(self, key: str) -> str:
+        """The user-facing URL of ``key`` (used in error messages)."""
+        return f"{self.location.rstrip('/')}/{key}" if key else self.location
+
+    def __repr__(self) -> str:
+        mode = ", read_only=True" if self.read_only else ""
+        return f"{type(self).__name__}({self.location!r}{mode})"
+
+    # -- the abstract interface ---------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Return the value (or part of it) stored at ``key``, or None if there is none."""
+
+    @abc.abstractmethod
+    async def set(self, key: str, value: bytes) -> None:
+        """Store ``value`` at ``key``, replacing any previous value."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+
+    @abc.abstractmethod
+    async def exists(self, key: str) -> bool:
+        """Whether a value is stored at ``key``."""
+
+    @abc.abstractmethod
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield every key below ``prefix`` (full keys, in no particular order)."""
+
+    @abc.abstractmethod
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Yield the names of the immediate children of ``prefix`` (keys and 'directories')."""
+
+    # -- defaults built on the interface ------------------------------------------------
+
+    async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Fetch many keys concurrently, bounded by ``config.concurrency`` for this store."""
+        limiter = self.limiter
+
+        async def fetch(key: str, byte_range: ByteRange | None) -> bytes | None:
+            async with limiter:
+                return await self.get(key, byte_range)
+
+        return list(await asyncio.gather(*(fetch(k, r) for k, r in requests)))
+
+    async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store many values concurrently, bounded by ``config.concurrency`` for this store."""
+        limiter = self.limiter
+
+        async def store(key: str, value: bytes) -> None:
+            async with limiter:
+                await self.set(key, value)
+
+        await asyncio.gather(*(store(k, v) for k, v in items))
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete many keys concurrently; missing keys are ignored."""
+        limiter = self.limiter
+
+        async def remove(key: str) -> None:
+            async with limiter:
+                await self.delete(key)
+
+        await asyncio.gather(*(remove(k) for k in keys))
+
+    async def delete_prefix(self, prefix: str) -> None:
+        """Delete every key below ``prefix`` ('' deletes everything)."""
+        self._check_writable()
+        keys = [key async for key in self.list_prefix(prefix)]
+        await self.delete_many(keys)
+
+    async def getsize(self, key: str) -> int | None:
+        """Size in bytes of the value at ``key``, or None if missing."""
+        value = await self.get(key)
+        return None if value is None else len(value)
+
+    async def close(self) -> None:
+        """Release connections and files; the store may not be used afterwards."""
+
+    # -- helpers for subclasses and callers ---------------------------------------------
+
+    @property
+    def limiter(self) -> asyncio.Semaphore:
+        """The semaphore bounding this store's requests in the running event loop."""
+        bound = self.__dict__.get("_limiters")
+        if bound is None:
+            bound = self.__dict__.setdefault("_limiters", _LoopBound(lambda: asyncio.Semaphore(config.get("concurrency"))))
+        return bound.get()
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"{self.location}: the store is read-only; open it with a writable mode to change it")
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # Synchronous stores (local, memory, zip) close without awaiting anything real.
+        close = self.close()
+        try:
+            close.send(None)
+        except StopIteration:
+            pass
+        else:  # pragma: no cover - a store whose close really awaits must be closed async
+            close.close()
+            raise RuntimeError(f"{type(self).__name__} must be closed with 'async with' or 'await store.close()'")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_limiters", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
