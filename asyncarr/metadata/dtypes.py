@@ -1,0 +1,339 @@
+"""Data types and fill values: their JSON forms in Zarr v2 and v3 and the NumPy dtypes behind them.
+
+v2 spells a data type as a NumPy typestr (``"<f8"``, ``"|S5"``) and keeps its byte order; v3 uses
+names (``"float64"``) and extension objects (``{"name": "numpy.datetime64", ...}``) whose NumPy
+dtype is native-endian, since in v3 the byte order on disk is the ``bytes`` codec's business.
+Errors are `MetadataError`s that say what is wrong; callers add the document key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from asyncarr.errors import MetadataError
+
+__all__ = [
+    "coerce_fill_value",
+    "default_fill_value",
+    "dtype_to_json",
+    "fill_value_to_json",
+    "parse_dtype",
+    "parse_fill_value",
+]
+
+_V3_CORE_NAMES = {
+    "bool": "bool",
+    "int8": "i1",
+    "int16": "i2",
+    "int32": "i4",
+    "int64": "i8",
+    "uint8": "u1",
+    "uint16": "u2",
+    "uint32": "u4",
+    "uint64": "u8",
+    "float16": "f2",
+    "float32": "f4",
+    "float64": "f8",
+    "complex64": "c8",
+    "complex128": "c16",
+}
+_V3_NAME_OF_TYPESTR = {np.dtype(code).str[1:]: name for name, code in _V3_CORE_NAMES.items()}
+_V3_TIME_NAMES = {"numpy.datetime64": "M8", "numpy.timedelta64": "m8"}
+_V3_FIXED_LENGTH_NAMES = {"null_terminated_bytes": "S", "fixed_length_utf32": "U", "raw_bytes": "V"}
+_V3_NOT_YET = {"string", "variable_length_utf8", "bytes", "variable_length_bytes"}
+_TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as")
+_SUPPORTED_KINDS = "biufcMmSUV"
+# The NaN each float width writes as "NaN" in v3; any other NaN bit pattern is written as hex.
+_CANONICAL_NAN_BITS = {2: 0x7E00, 4: 0x7FC00000, 8: 0x7FF8000000000000}
+
+
+def _check_supported(dtype: np.dtype, shown: Any) -> np.dtype:
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise MetadataError(f"data type {shown!r}: structured and sub-array data types are not supported")
+    if dtype.kind == "O":
+        raise MetadataError(f"data type {shown!r}: variable-length (object) data types are not supported yet")
+    if dtype.kind not in _SUPPORTED_KINDS:
+        raise MetadataError(f"data type {shown!r} is not supported")
+    if dtype.kind in "Mm" and np.datetime_data(dtype)[0] == "generic":
+        raise MetadataError(f"data type {shown!r}: datetime64/timedelta64 needs a unit such as [ns]")
+    if dtype.kind in "SUV" and dtype.itemsize == 0:
+        raise MetadataError(f"data type {shown!r}: fixed-length data types need a length of at least 1")
+    return dtype
+
+
+def parse_dtype(zarr_format: int, value: Any) -> np.dtype:
+    """Return the NumPy dtype that a metadata ``dtype`` (v2) or ``data_type`` (v3) value names."""
+    if zarr_format == 2:
+        return _parse_dtype_v2(value)
+    if zarr_format == 3:
+        return _parse_dtype_v3(value)
+    raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+
+
+def _parse_dtype_v2(value: Any) -> np.dtype:
+    if isinstance(value, list):
+        raise MetadataError(f"data type {value!r}: structured data types are not supported")
+    if not isinstance(value, str):
+        raise MetadataError(f"data type must be a string such as '<f8', got {value!r}")
+    try:
+        dtype = np.dtype(value)
+    except TypeError as exc:
+        raise MetadataError(f"unknown data type {value!r}") from exc
+    return _check_supported(dtype, value)
+
+
+def _parse_dtype_v3(value: Any) -> np.dtype:
+    if isinstance(value, str):
+        name, configuration = value, None
+    elif isinstance(value, dict) and isinstance(value.get("name"), str):
+        name, configuration = value["name"], value.get("configuration")
+        if configuration is not None and not isinstance(configuration, dict):
+            raise MetadataError(f"data type {value!r}: 'configuration' must be an object")
+    else:
+        raise MetadataError(f"data type must be a name or a {{'name', 'configuration'}} object, got {value!r}")
+
+    if name in _V3_CORE_NAMES:
+        return np.dtype(_V3_CORE_NAMES[name])
+    if name.startswith("r") and name[1:].isdigit():
+        bits = int(name[1:])
+        if bits == 0 or bits % 8:
+            raise MetadataError(f"data type {name!r}: raw data types need a positive multiple of 8 bits")
+        return np.dtype(f"V{bits // 8}")
+    if name in _V3_NOT_YET:
+        raise MetadataError(f"data type {name!r}: variable-length data types are not supported yet")
+    if name in ("structured", "struct"):
+        raise MetadataError(f"data type {name!r}: structured data types are not supported")
+    if name in _V3_TIME_NAMES:
+        unit = (configuration or {}).get("unit")
+        scale = (configuration or {}).get("scale_factor", 1)
+        if unit not in _TIME_UNITS:
+            raise MetadataError(f"data type {value!r}: 'unit' must be one of {', '.join(_TIME_UNITS)}")
+        if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale < 2**31:
+            raise MetadataError(f"data type {value!r}: 'scale_factor' must be a positive integer")
+        return np.dtype(f"{_V3_TIME_NAMES[name]}[{scale}{unit}]")
+    if name in _V3_FIXED_LENGTH_NAMES:
+        length = (configuration or {}).get("length_bytes")
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise MetadataError(f"data type {value!r}: 'length_bytes' must be a positive integer")
+        kind = _V3_FIXED_LENGTH_NAMES[name]
+        if kind == "U":
+            if length % 4:
+                raise MetadataError(f"data type {value!r}: 'length_bytes' must be a multiple of 4 for UTF-32")
+            return np.dtype(f"<U{length // 4}")
+        return np.dtype(f"{kind}{length}")
+    raise MetadataError(f"unknown data type {name!r}")
+
+
+def dtype_to_json(zarr_format: int, dtype: Any) -> Any:
+    """Return the JSON form of `dtype`: a v2 typestr, or a v3 name or extension object."""
+    dtype = _check_supported(np.dtype(dtype), dtype)
+    if zarr_format == 2:
+        return dtype.str
+    if zarr_format != 3:
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    typestr = dtype.str[1:]
+    if typestr in _V3_NAME_OF_TYPESTR:
+        return _V3_NAME_OF_TYPESTR[typestr]
+    if dtype.kind in "Mm":
+        unit, scale = np.datetime_data(dtype)
+        name = "numpy.datetime64" if dtype.kind == "M" else "numpy.timedelta64"
+        return {"name": name, "configuration": {"unit": unit, "scale_factor": int(scale)}}
+    name = {"S": "null_terminated_bytes", "U": "fixed_length_utf32", "V": "raw_bytes"}[dtype.kind]
+    return {"name": name, "configuration": {"length_bytes": dtype.itemsize}}
+
+
+def default_fill_value(dtype: Any) -> Any:
+    """Return the fill value written when none is given: zero, False, empty, or NaT (as zarr-python 3)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "Mm":
+        return np.array("NaT", dtype=dtype)[()]
+    if dtype.kind == "V":
+        return np.zeros((), dtype=dtype)[()]
+    if dtype.kind == "S":
+        return np.bytes_(b"")
+    if dtype.kind == "U":
+        return np.str_("")
+    return dtype.type(0)
+
+
+def coerce_fill_value(value: Any, dtype: Any) -> Any:
+    """Return a user's fill value as a NumPy scalar of `dtype` (None stays None); ValueError if it does not fit."""
+    if value is None:
+        return None
+    dtype = np.dtype(dtype)
+    kind = dtype.kind
+    if isinstance(value, np.generic) and value.dtype == dtype:
+        return value
+    problem = None
+    if kind == "b" and not (
+        isinstance(value, bool | np.bool_) or (isinstance(value, numbers.Integral) and value in (0, 1))
+    ):
+        problem = "expected True or False"
+    elif kind in "iu" and isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        if not float(value).is_integer():
+            problem = "expected an integer"
+    elif kind in "iufc" and isinstance(value, str | bytes):
+        problem = "expected a number"
+    elif kind == "S" and isinstance(value, str):
+        try:
+            value = value.encode("ascii")
+        except UnicodeEncodeError:
+            problem = "expected bytes or an ASCII string"
+    elif kind == "V" and isinstance(value, bytes | np.bytes_) and len(value) > dtype.itemsize:
+        problem = f"longer than {dtype.itemsize} bytes"
+    if kind in "SU" and isinstance(value, str | bytes) and len(value) > dtype.itemsize // (4 if kind == "U" else 1):
+        problem = "longer than the data type allows"
+    if problem is None:
+        try:
+            array = np.array(value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as exc:
+            problem = str(exc)
+        else:
+            if array.ndim == 0:
+                return array[()]
+            problem = "expected a scalar"
+    raise ValueError(f"fill_value {value!r} is not valid for data type {dtype}: {problem}")
+
+
+def _bad_fill(json_value: Any, dtype: np.dtype, expected: str) -> MetadataError:
+    return MetadataError(f"'fill_value' {json_value!r} is not valid for data type {dtype}: expected {expected}")
+
+
+def _float_from_json(zarr_format: int, json_value: Any, dtype: np.dtype, item: Any) -> float | np.floating:
+    """Decode one float (or one half of a complex) of `dtype`'s float width."""
+    width = dtype.itemsize // (2 if dtype.kind == "c" else 1)
+    if isinstance(item, int | float) and not isinstance(item, bool):
+        return float(item)
+    if isinstance(item, str):
+        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+        if item in special:
+            return special[item]
+        if item.startswith("0x") and zarr_format == 3:
+            digits = item[2:]
+            if len(digits) != 2 * width:
+                raise _bad_fill(json_value, dtype, f"a hex bit pattern of {2 * width} digits")
+            try:
+                bits = int(digits, 16)
+            except ValueError:
+                raise _bad_fill(json_value, dtype, "a hex bit pattern such as '0x7fc00000'") from None
+            return np.array(bits, dtype=f"u{width}").view(f"f{width}")[()]
+        try:
+            return float(item)
+        except ValueError:
+            pass
+    raise _bad_fill(json_value, dtype, 'a number, "NaN", "Infinity" or "-Infinity"')
+
+
+def _decode_base64(json_value: Any, dtype: np.dtype) -> bytes:
+    if not isinstance(json_value, str):
+        raise _bad_fill(json_value, dtype, "a base64 string")
+    try:
+        return base64.b64decode(json_value.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise _bad_fill(json_value, dtype, "a base64 string") from None
+
+
+def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
+    """Decode a metadata ``fill_value`` into a NumPy scalar of `dtype` (None only for v2's null)."""
+    dtype = np.dtype(dtype)
+    kind = dtype.kind
+    if json_value is None:
+        if zarr_format == 2:
+            return None
+        raise MetadataError(f"'fill_value' must not be null in Zarr v3 (data type {dtype})")
+    if kind == "b":
+        if isinstance(json_value, bool) or (isinstance(json_value, int) and json_value in (0, 1)):
+            return np.bool_(bool(json_value))
+        raise _bad_fill(json_value, dtype, "true or false")
+    if kind in "iu":
+        number = json_value
+        if isinstance(number, float) and number.is_integer():
+            number = int(number)
+        elif isinstance(number, str):
+            try:
+                number = int(number)
+            except ValueError:
+                raise _bad_fill(json_value, dtype, "an integer") from None
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise _bad_fill(json_value, dtype, "an integer")
+        info = np.iinfo(dtype)
+        if not info.min <= number <= info.max:
+            raise _bad_fill(json_value, dtype, f"an integer in [{info.min}, {info.max}]")
+        return dtype.type(number)
+    if kind == "f":
+        return np.array(_float_from_json(zarr_format, json_value, dtype, json_value), dtype=dtype)[()]
+    if kind == "c":
+        if not isinstance(json_value, list) or len(json_value) != 2:
+            raise _bad_fill(json_value, dtype, "a [real, imaginary] pair")
+        real, imag = (_float_from_json(zarr_format, json_value, dtype, part) for part in json_value)
+        result = np.zeros((), dtype=dtype)
+        result.real, result.imag = real, imag
+        return result[()]
+    if kind in "Mm":
+        if json_value == "NaT":
+            return np.array("NaT", dtype=dtype)[()]
+        if isinstance(json_value, bool) or not isinstance(json_value, int) or not -(2**63) <= json_value < 2**63:
+            raise _bad_fill(json_value, dtype, "a 64-bit integer count of time units")
+        return np.array(json_value, dtype="i8").view(dtype.newbyteorder("="))[()]
+    if kind == "U":
+        if not isinstance(json_value, str):
+            raise _bad_fill(json_value, dtype, "a string")
+        if len(json_value) > dtype.itemsize // 4:
+            raise _bad_fill(json_value, dtype, f"at most {dtype.itemsize // 4} characters")
+        return np.str_(json_value)
+    if kind == "V" and isinstance(json_value, list):
+        # The v3 core r<N> types spell their fill value as a list of byte values.
+        if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in json_value):
+            raise _bad_fill(json_value, dtype, "a list of byte values 0-255")
+        raw = bytes(json_value)
+    else:
+        raw = _decode_base64(json_value, dtype)
+    if len(raw) > dtype.itemsize:
+        raise _bad_fill(json_value, dtype, f"at most {dtype.itemsize} bytes")
+    if kind == "S":
+        return np.bytes_(raw)
+    return np.array(raw.ljust(dtype.itemsize, b"\0"), dtype=dtype)[()]
+
+
+def _float_to_json(zarr_format: int, value: Any) -> float | str:
+    if math.isnan(value):
+        width = value.dtype.itemsize
+        bits = int(np.array(value).view(f"u{width}"))
+        if zarr_format == 3 and bits != _CANONICAL_NAN_BITS[width]:
+            return f"0x{bits:0{2 * width}x}"
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    # str() of a NumPy float is the shortest text that reads back to the same bits.
+    return float(str(value))
+
+
+def fill_value_to_json(zarr_format: int, value: Any, dtype: Any) -> Any:
+    """Encode a fill value as the JSON the spec prescribes; never a bare NaN."""
+    dtype = np.dtype(dtype)
+    value = coerce_fill_value(value, dtype)
+    if value is None:
+        if zarr_format == 2:
+            return None
+        raise ValueError("fill_value must not be None in Zarr v3")
+    kind = dtype.kind
+    if kind == "b":
+        return bool(value)
+    if kind in "iu":
+        return int(value)
+    if kind == "f":
+        return _float_to_json(zarr_format, value)
+    if kind == "c":
+        return [_float_to_json(zarr_format, value.real), _float_to_json(zarr_format, value.imag)]
+    if kind in "Mm":
+        return int(np.array(value, dtype=dtype).view("i8"))
+    if kind == "U":
+        return str(value)
+    raw = bytes(value) if kind == "S" else np.array(value, dtype=dtype).tobytes()
+    return base64.b64encode(raw).decode("ascii")
