@@ -1,0 +1,68 @@
+"""The one thread pool that encodes and decodes chunks, shared by every array and event loop.
+
+The pool has ``config.codec_threads`` threads (None: one per CPU). It is created on first use,
+replaced when that setting changes (the old pool finishes what it was given, then its idle
+threads exit), and forgotten in a child process after ``os.fork()``, whose copy of the pool
+has no threads.
+
+Blosc: numcodecs' default ``numcodecs.blosc.use_threads = None`` already runs Blosc in its
+single-threaded "contextual" mode when called from any thread but the main one, so each of our
+pool threads decompresses one chunk with the GIL released and the pool as a whole keeps every
+core busy without Blosc's own threads oversubscribing them. We leave that global alone (unlike
+zarr-python, which sets it to False at import): it belongs to the user, who may set it to True
+to have Blosc's internal threads split single large chunks instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from asyncarr import config
+
+__all__ = ["codec_executor", "codec_thread_count", "run_in_codec_pool"]
+
+_T = TypeVar("_T")
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def codec_thread_count() -> int:
+    """Return how many codec threads the current settings ask for."""
+    return config.get("codec_threads") or os.cpu_count() or 1
+
+
+def codec_executor() -> ThreadPoolExecutor:
+    """Return the shared codec thread pool, creating or resizing it to match the settings."""
+    global _pool, _pool_size
+    size = codec_thread_count()
+    with _lock:
+        if _pool is None or _pool_size != size:
+            # The replaced pool is not shut down: a caller may still hold it and submit to it.
+            # Once unreferenced, its worker threads see the executor gone and exit.
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="asyncarr-codec")
+            _pool_size = size
+        return _pool
+
+
+async def run_in_codec_pool(fn: Callable[..., _T], *args: Any) -> _T:
+    """Run ``fn(*args)`` on the codec thread pool and await its result from the running loop."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(codec_executor(), functools.partial(fn, *args))
+
+
+def _forget_pool_in_child() -> None:
+    global _lock, _pool, _pool_size
+    _lock = threading.Lock()
+    _pool = None
+    _pool_size = 0
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)

@@ -1,0 +1,340 @@
+"""The codec pipeline: turns a chunk's stored bytes into an array and back, for v2 and v3.
+
+`CodecPipeline.from_metadata` reads only these attributes of the metadata it is given:
+``zarr_format``, ``dtype``, ``chunks``, ``fill_value``; for v2 ``order``, ``compressor`` and
+``filters`` (numcodecs config dicts); for v3 ``codecs`` (codec JSON). Every failure while
+encoding or decoding raises `CodecError` naming the chunk key, with the cause chained; that
+includes a chunk whose length disagrees with its codec's header and a chunk that decodes to
+the wrong number of bytes. The methods are synchronous: run them on the codec thread pool
+(`asyncarr.codecs.executor`).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numcodecs.abc import Codec
+from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
+
+from asyncarr.codecs.registry import codec_from_v2_config
+from asyncarr.codecs.v3 import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    Buffer,
+    BytesBytesCodec,
+    BytesCodec,
+    ChunkSpec,
+    V3Codec,
+    codec_from_json,
+    decode_checked,
+)
+from asyncarr.errors import CodecError, MetadataError
+
+__all__ = ["CodecPipeline"]
+
+Selection = tuple[Any, ...] | Any
+
+
+class CodecPipeline(abc.ABC):
+    """Encodes and decodes the chunks of one array, as its metadata describes."""
+
+    def __init__(self, metadata: Any) -> None:
+        self.zarr_format: int = metadata.zarr_format
+        self.dtype: np.dtype = np.dtype(metadata.dtype)
+        self.chunk_shape: tuple[int, ...] = tuple(metadata.chunks)
+        self.fill_value = metadata.fill_value
+        if self.dtype.hasobject:
+            raise MetadataError(
+                f"data type {self.dtype} (variable-length strings or objects) is not supported yet; "
+                "use a fixed-length string type such as 'U16' or 'S16'"
+            )
+
+    @staticmethod
+    def from_metadata(metadata: Any) -> CodecPipeline:
+        """Build the pipeline for an array's metadata; unknown or invalid codecs raise `MetadataError`."""
+        if metadata.zarr_format == 2:
+            return _V2Pipeline(metadata)
+        if metadata.zarr_format == 3:
+            return _V3Pipeline(metadata)
+        raise MetadataError(f"unsupported zarr_format {metadata.zarr_format!r}")
+
+    @property
+    @abc.abstractmethod
+    def compressor(self) -> Any:
+        """The compressor as a numcodecs codec (v3: the first bytes->bytes codec), or None."""
+
+    @property
+    @abc.abstractmethod
+    def filters(self) -> list[Any]:
+        """The filters as numcodecs codecs (v3: the array->array codecs); empty if none."""
+
+    def decode(self, data: Buffer, chunk_shape: Sequence[int], key: str) -> np.ndarray:
+        """Decode one chunk into a new C-contiguous, writable array of `chunk_shape` and the array's dtype."""
+        chunk_shape = tuple(chunk_shape)
+        chunk = np.empty(chunk_shape, dtype=self.dtype)
+        self.decode_into(data, chunk_shape, key, chunk, (), ())
+        return chunk
+
+    def decode_into(
+        self,
+        data: Buffer,
+        chunk_shape: Sequence[int],
+        key: str,
+        out: np.ndarray,
+        out_selection: Selection,
+        chunk_selection: Selection,
+    ) -> None:
+        """Decode one chunk and copy ``chunk[chunk_selection]`` into ``out[out_selection]``.
+
+        A whole chunk bound for a contiguous region of `out` is decompressed straight into it
+        where the codecs allow, skipping the intermediate chunk array.
+        """
+        chunk_shape = tuple(chunk_shape)
+        try:
+            if _selects_whole_chunk(chunk_selection, chunk_shape):
+                destination = out[out_selection]
+                if (
+                    isinstance(destination, np.ndarray)
+                    and destination.shape == chunk_shape
+                    and destination.dtype == self.dtype
+                    and np.may_share_memory(destination, out)
+                    and self._decode_straight_into(data, chunk_shape, destination)
+                ):
+                    return
+            chunk = self._decode_array(data, chunk_shape)
+        except Exception as exc:
+            raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
+        out[out_selection] = chunk[chunk_selection]
+
+    def encode(self, chunk: np.ndarray, key: str) -> bytes:
+        """Encode one chunk (an array of the chunk's shape) into the bytes to store."""
+        chunk = np.asarray(chunk)
+        try:
+            return ensure_bytes(self._encode(chunk))
+        except Exception as exc:
+            raise CodecError(f"chunk {key}: cannot encode: {exc}") from exc
+
+    @abc.abstractmethod
+    def _decode_array(self, data: Buffer, chunk_shape: tuple[int, ...]) -> np.ndarray:
+        """Decode into an array of the logical shape and dtype (may be a read-only view)."""
+
+    @abc.abstractmethod
+    def _decode_straight_into(self, data: Buffer, chunk_shape: tuple[int, ...], destination: np.ndarray) -> bool:
+        """Decode into `destination` if the layout allows; False (untouched) if it does not."""
+
+    @abc.abstractmethod
+    def _encode(self, chunk: np.ndarray) -> Buffer:
+        """Encode a chunk array."""
+
+    def _expected_nbytes(self, chunk_shape: tuple[int, ...]) -> int:
+        return math.prod(chunk_shape) * self.dtype.itemsize
+
+
+def _selects_whole_chunk(chunk_selection: Selection, chunk_shape: tuple[int, ...]) -> bool:
+    if chunk_selection == () or chunk_selection is Ellipsis:
+        return True
+    if not isinstance(chunk_selection, tuple):
+        chunk_selection = (chunk_selection,)
+    if len(chunk_selection) != len(chunk_shape):
+        return False
+    return all(
+        isinstance(s, slice) and s.indices(n) == (0, n, 1) for s, n in zip(chunk_selection, chunk_shape, strict=True)
+    )
+
+
+def _flat_bytes(array: np.ndarray, order: str) -> np.ndarray | None:
+    """A writable uint8 view of `array`'s memory in `order`, or None if it is not laid out so."""
+    contiguous = array.flags.c_contiguous if order == "C" else array.flags.f_contiguous
+    if not contiguous or not array.flags.writeable:
+        return None
+    return array.reshape(-1, order=order).view(np.uint8)
+
+
+def _fill(buffer: np.ndarray, decoded: Buffer) -> None:
+    """Copy `decoded` into `buffer` unless it already is `buffer`; sizes must agree."""
+    if decoded is buffer:
+        return
+    source = ensure_contiguous_ndarray(decoded).view(np.uint8)
+    if source.nbytes != buffer.nbytes:
+        raise ValueError(f"decoded chunk has {source.nbytes} bytes, expected {buffer.nbytes}")
+    buffer[...] = source
+
+
+class _V2Pipeline(CodecPipeline):
+    """Zarr v2: filters, then the compressor, on the chunk's bytes in ``order``."""
+
+    def __init__(self, metadata: Any) -> None:
+        super().__init__(metadata)
+        self.order: str = metadata.order
+        if self.order not in ("C", "F"):
+            raise MetadataError(f"order must be 'C' or 'F', got {self.order!r}")
+        self._compressor: Codec | None = None
+        if metadata.compressor is not None:
+            self._compressor = codec_from_v2_config(metadata.compressor)
+        self._filters: list[Codec] = [codec_from_v2_config(config) for config in metadata.filters or ()]
+
+    @property
+    def compressor(self) -> Codec | None:
+        """The numcodecs compressor, or None."""
+        return self._compressor
+
+    @property
+    def filters(self) -> list[Codec]:
+        """The numcodecs filters, in encoding order."""
+        return list(self._filters)
+
+    def _decompress(self, data: Buffer, chunk_shape: tuple[int, ...], out: np.ndarray | None = None) -> Buffer:
+        if self._compressor is None:
+            return data
+        # Filters may change the size (Delta with astype), so only an unfiltered chunk has a known size.
+        decoded_size = None if self._filters else self._expected_nbytes(chunk_shape)
+        return decode_checked(self._compressor, data, decoded_size, out)
+
+    def _decode_array(self, data: Buffer, chunk_shape: tuple[int, ...]) -> np.ndarray:
+        decoded = self._decompress(data, chunk_shape)
+        for codec in reversed(self._filters):
+            decoded = codec.decode(decoded)
+        flat = ensure_contiguous_ndarray(decoded)
+        if flat.dtype.hasobject:
+            raise ValueError("filters produced an object array; object data types are not supported yet")
+        expected = self._expected_nbytes(chunk_shape)
+        if flat.nbytes != expected:
+            raise ValueError(f"decoded chunk has {flat.nbytes} bytes, expected {expected}")
+        return flat.view(self.dtype).reshape(chunk_shape, order=self.order)
+
+    def _decode_straight_into(self, data: Buffer, chunk_shape: tuple[int, ...], destination: np.ndarray) -> bool:
+        buffer = _flat_bytes(destination, self.order)
+        if buffer is None or self._filters:
+            return False
+        _fill(buffer, self._decompress(data, chunk_shape, out=buffer))
+        return True
+
+    def _encode(self, chunk: np.ndarray) -> Buffer:
+        if chunk.shape != self.chunk_shape:
+            raise ValueError(f"chunk has shape {chunk.shape}, expected {self.chunk_shape}")
+        # Like zarr-python: the compressor sees the typed array (Blosc takes its typesize from it).
+        encoded = chunk.astype(self.dtype, order=self.order, copy=False)
+        for codec in self._filters:
+            encoded = codec.encode(encoded)
+        if ensure_contiguous_ndarray(encoded).dtype.hasobject:
+            raise ValueError("cannot store an object array without an object codec")
+        if self._compressor is not None:
+            encoded = self._compressor.encode(encoded)
+        return encoded
+
+
+class _V3Pipeline(CodecPipeline):
+    """Zarr v3: array->array codecs, one array->bytes codec, then bytes->bytes codecs."""
+
+    def __init__(self, metadata: Any) -> None:
+        super().__init__(metadata)
+        if not isinstance(metadata.codecs, Sequence) or isinstance(metadata.codecs, (str, bytes)):
+            raise MetadataError(f"codecs must be a list of codec objects, got {metadata.codecs!r}")
+        self.array_array: list[ArrayArrayCodec] = []
+        self.array_bytes: ArrayBytesCodec | None = None
+        self.bytes_bytes: list[BytesBytesCodec] = []
+        spec = ChunkSpec(self.chunk_shape, self.dtype)
+        for json in metadata.codecs:
+            codec = codec_from_json(json, spec)
+            if isinstance(codec, ArrayArrayCodec) and self.array_bytes is None:
+                self.array_array.append(codec)
+                spec = codec.resolve(spec)
+            elif isinstance(codec, ArrayBytesCodec) and self.array_bytes is None:
+                self.array_bytes = codec
+            elif isinstance(codec, BytesBytesCodec) and self.array_bytes is not None:
+                self.bytes_bytes.append(codec)
+            else:
+                names = [c.get("name") if isinstance(c, dict) else c for c in metadata.codecs]
+                raise MetadataError(
+                    f"invalid codec chain {names}: expected array->array codecs, then one array->bytes "
+                    "codec, then bytes->bytes codecs"
+                )
+        if self.array_bytes is None:
+            raise MetadataError("codec chain has no array->bytes codec (such as 'bytes')")
+        self._specs_by_shape: dict[tuple[int, ...], list[ChunkSpec]] = {}
+
+    @property
+    def codecs(self) -> list[V3Codec]:
+        """Every codec, in encoding order."""
+        return [*self.array_array, self.array_bytes, *self.bytes_bytes]
+
+    @property
+    def compressors(self) -> list[Any]:
+        """The bytes->bytes codecs, as numcodecs codecs where one exists."""
+        return [codec.as_numcodecs() for codec in self.bytes_bytes]
+
+    @property
+    def compressor(self) -> Any:
+        """The first bytes->bytes codec, as a numcodecs codec where one exists, or None."""
+        compressors = self.compressors
+        return compressors[0] if compressors else None
+
+    @property
+    def filters(self) -> list[Any]:
+        """The array->array codecs, as numcodecs codecs where one exists."""
+        return [getattr(codec, "numcodecs_codec", codec) for codec in self.array_array]
+
+    def _specs(self, chunk_shape: tuple[int, ...]) -> list[ChunkSpec]:
+        """The input spec of each array->array codec, then that of the array->bytes codec."""
+        specs = self._specs_by_shape.get(chunk_shape)
+        if specs is None:
+            specs = [ChunkSpec(chunk_shape, self.dtype)]
+            for codec in self.array_array:
+                specs.append(codec.resolve(specs[-1]))
+            self._specs_by_shape[chunk_shape] = specs
+        return specs
+
+    def _decoded_sizes(self, array_bytes_spec: ChunkSpec) -> list[int | None]:
+        """The size each bytes->bytes codec should decode to, where it is fixed."""
+        sizes = [self.array_bytes.encoded_size(array_bytes_spec)]
+        for codec in self.bytes_bytes[:-1]:
+            sizes.append(codec.encoded_size(sizes[-1]))
+        return sizes
+
+    def _decode_bytes(self, data: Buffer, spec: ChunkSpec, out: np.ndarray | None = None) -> Buffer:
+        if not self.bytes_bytes:
+            return data
+        sizes = self._decoded_sizes(spec)
+        for codec, size in zip(reversed(self.bytes_bytes[1:]), reversed(sizes[1:]), strict=True):
+            data = codec.decode(data, size)
+        return self.bytes_bytes[0].decode(data, sizes[0], out)
+
+    def _decode_array(self, data: Buffer, chunk_shape: tuple[int, ...]) -> np.ndarray:
+        specs = self._specs(chunk_shape)
+        decoded = self._decode_bytes(data, specs[-1])
+        expected = self.array_bytes.encoded_size(specs[-1])
+        if expected is not None:
+            nbytes = memoryview(decoded).nbytes if not isinstance(decoded, np.ndarray) else decoded.nbytes
+            if nbytes != expected:
+                raise ValueError(f"decoded chunk has {nbytes} bytes, expected {expected}")
+        array = self.array_bytes.decode(decoded, specs[-1])
+        for codec, spec in zip(reversed(self.array_array), reversed(specs[:-1]), strict=True):
+            array = codec.decode(array, spec)
+        return array
+
+    def _decode_straight_into(self, data: Buffer, chunk_shape: tuple[int, ...], destination: np.ndarray) -> bool:
+        if self.array_array or not isinstance(self.array_bytes, BytesCodec):
+            return False
+        if self.array_bytes.stored_dtype(self.dtype) != self.dtype:
+            return False
+        buffer = _flat_bytes(destination, "C")
+        if buffer is None:
+            return False
+        _fill(buffer, self._decode_bytes(data, self._specs(chunk_shape)[-1], out=buffer))
+        return True
+
+    def _encode(self, chunk: np.ndarray) -> Buffer:
+        if chunk.shape != self.chunk_shape:
+            raise ValueError(f"chunk has shape {chunk.shape}, expected {self.chunk_shape}")
+        specs = self._specs(self.chunk_shape)
+        array = chunk.astype(self.dtype, copy=False)
+        for codec, spec in zip(self.array_array, specs, strict=False):
+            array = codec.encode(array, spec)
+        encoded = self.array_bytes.encode(array, specs[-1])
+        for codec in self.bytes_bytes:
+            encoded = codec.encode(encoded)
+        return encoded

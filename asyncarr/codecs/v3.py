@@ -1,0 +1,628 @@
+"""Zarr v3 codecs: each turns a chunk into its stored form and back, as the v3 specs define.
+
+A v3 chunk passes through array->array codecs (``transpose``, ``numcodecs.delta``...), one
+array->bytes codec (``bytes``; ``sharding_indexed`` registers itself from ``sharding.py``) and
+bytes->bytes codecs (``blosc``, ``gzip``, ``zstd``, ``crc32c``, ``numcodecs.zlib``...).
+`codec_from_json` builds the right class from a codec's JSON. Codecs raise ordinary
+exceptions; the pipeline turns them into `CodecError` naming the chunk key.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import math
+import struct
+from collections.abc import Collection, Mapping
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar
+
+import crc32c
+import numcodecs
+import numpy as np
+from numcodecs.abc import Codec as NumcodecsAbcCodec
+from numcodecs.compat import ensure_contiguous_ndarray
+
+from asyncarr.errors import MetadataError
+
+__all__ = [
+    "ArrayArrayCodec",
+    "ArrayBytesCodec",
+    "BloscCodec",
+    "BytesBytesCodec",
+    "BytesCodec",
+    "ChunkSpec",
+    "Crc32cCodec",
+    "GzipCodec",
+    "NumcodecsCodec",
+    "TransposeCodec",
+    "V3Codec",
+    "ZstdCodec",
+    "check_blosc_frame",
+    "codec_from_json",
+    "decode_checked",
+    "register_codec",
+    "zstd_frame_content_size",
+]
+
+Buffer = bytes | bytearray | memoryview | np.ndarray
+
+
+class ChunkSpec(NamedTuple):
+    """Shape and data type of a chunk as one codec receives it when encoding."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+class V3Codec(abc.ABC):
+    """One codec of a v3 chain, built from its JSON with `from_json`."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build the codec from ``{"name": ..., "configuration": {...}}``; `spec` is its input."""
+
+    @abc.abstractmethod
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON."""
+
+    def __repr__(self) -> str:
+        config = self.to_json().get("configuration", {})
+        args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.to_json() == self.to_json()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+class ArrayArrayCodec(V3Codec):
+    """A codec that maps an array to another array (``transpose``, ``numcodecs.delta``)."""
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """Return the spec of the encoded array for an input of `spec`."""
+        return spec
+
+    @abc.abstractmethod
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Encode `array` (of `spec`) into an array of ``resolve(spec)``."""
+
+    @abc.abstractmethod
+    def decode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Decode `array` back into an array of `spec` (the decoded spec)."""
+
+
+class ArrayBytesCodec(V3Codec):
+    """The codec that serializes an array to bytes (``bytes``; ``sharding_indexed``)."""
+
+    @abc.abstractmethod
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
+        """Serialize `array` of `spec`."""
+
+    @abc.abstractmethod
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
+        """Deserialize `data` into an array of `spec` (may be a read-only view of `data`)."""
+
+    def encoded_size(self, spec: ChunkSpec) -> int | None:
+        """Return the exact serialized size for `spec`, or None if it varies."""
+        return None
+
+
+class BytesBytesCodec(V3Codec):
+    """A codec that maps bytes to bytes (compressors, checksums)."""
+
+    @abc.abstractmethod
+    def encode(self, data: Buffer) -> Buffer:
+        """Encode `data`."""
+
+    @abc.abstractmethod
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Decode `data`; `decoded_size` is the expected result size when known. May fill `out`
+        (a uint8 buffer of `decoded_size` bytes) and return it, or return a new buffer."""
+
+    def encoded_size(self, decoded_size: int | None) -> int | None:
+        """Return the exact encoded size for an input of `decoded_size`, or None if it varies."""
+        return None
+
+    def as_numcodecs(self) -> Any:
+        """Return an equivalent numcodecs codec for display (`z.compressor`), or self."""
+        return self
+
+
+_CodecClass = TypeVar("_CodecClass", bound=type[V3Codec])
+_CODEC_CLASSES: dict[str, type[V3Codec]] = {}
+# Codecs whose module registers them on import, loaded only when an array uses them.
+_LAZY_CODEC_MODULES = {"sharding_indexed": "asyncarr.codecs.sharding"}
+_NOT_YET_SUPPORTED = {"vlen-utf8", "vlen-bytes"}
+
+
+def register_codec(cls: _CodecClass) -> _CodecClass:
+    """Class decorator: make `cls` the implementation of the v3 codec named ``cls.name``."""
+    _CODEC_CLASSES[cls.name] = cls
+    return cls
+
+
+def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
+    """Build the codec described by v3 codec JSON; unknown names raise `MetadataError`."""
+    if isinstance(json, str):  # the spec allows a bare name for codecs without configuration
+        json = {"name": json}
+    if not isinstance(json, Mapping) or not isinstance(json.get("name"), str):
+        raise MetadataError(f"invalid codec {json!r}: expected an object with a string 'name'")
+    name = json["name"]
+    if name.startswith(NumcodecsCodec.prefix):
+        return NumcodecsCodec.from_json(json, spec)
+    if name not in _CODEC_CLASSES and name in _LAZY_CODEC_MODULES:
+        try:
+            importlib.import_module(_LAZY_CODEC_MODULES[name])
+        except ImportError as exc:
+            raise MetadataError(f"codec {name!r} is not supported by this version of asyncarr") from exc
+    if name in _NOT_YET_SUPPORTED:
+        raise MetadataError(f"codec {name!r} (variable-length data) is not supported yet")
+    cls = _CODEC_CLASSES.get(name)
+    if cls is None:
+        known = ", ".join(sorted([*_CODEC_CLASSES, "numcodecs.<id>"]))
+        raise MetadataError(f"unknown codec {name!r}; known codecs: {known}")
+    return cls.from_json(json, spec)
+
+
+def _configuration(json: Mapping[str, Any], allowed: Collection[str], required: Collection[str] = ()) -> dict[str, Any]:
+    name = json["name"]
+    config = json.get("configuration", {})
+    if not isinstance(config, Mapping):
+        raise MetadataError(f"codec {name!r}: configuration must be an object, got {config!r}")
+    unknown = set(config) - set(allowed)
+    if unknown:
+        raise MetadataError(f"codec {name!r}: unknown configuration field(s) {sorted(unknown)}")
+    missing = set(required) - set(config)
+    if missing:
+        raise MetadataError(f"codec {name!r}: missing configuration field(s) {sorted(missing)}")
+    return dict(config)
+
+
+def _int_field(name: str, config: Mapping[str, Any], field: str, low: int, high: int) -> int:
+    value = config[field]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MetadataError(f"codec {name!r}: {field} must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def _has_byte_order(dtype: np.dtype) -> bool:
+    return dtype.byteorder != "|"
+
+
+@register_codec
+class BytesCodec(ArrayBytesCodec):
+    """The ``bytes`` codec: the array's elements in C order with the given endianness."""
+
+    name = "bytes"
+
+    def __init__(self, endian: str | None = "little") -> None:
+        if endian not in ("little", "big", None):
+            raise MetadataError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
+        self.endian = endian
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON; a multi-byte data type needs ``endian``."""
+        config = _configuration(json, {"endian"})
+        endian = config.get("endian")
+        if endian is None and _has_byte_order(spec.dtype) and spec.dtype.itemsize > 1:
+            raise MetadataError(f"codec 'bytes': data type {spec.dtype} needs an 'endian' configuration")
+        return cls(endian)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON."""
+        if self.endian is None:
+            return {"name": "bytes"}
+        return {"name": "bytes", "configuration": {"endian": self.endian}}
+
+    def stored_dtype(self, dtype: np.dtype) -> np.dtype:
+        """Return `dtype` with the byte order of the stored elements."""
+        if self.endian is None or not _has_byte_order(dtype):
+            return dtype
+        return dtype.newbyteorder("<" if self.endian == "little" else ">")
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
+        """Serialize `array` in C order."""
+        stored = np.ascontiguousarray(array, dtype=self.stored_dtype(spec.dtype))
+        return stored.reshape(-1).view(np.uint8)
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
+        """View `data` as an array of `spec`, converting byte order only if it differs."""
+        array = np.frombuffer(data, dtype=self.stored_dtype(spec.dtype)).reshape(spec.shape)
+        if array.dtype != spec.dtype:
+            array = array.astype(spec.dtype)
+        return array
+
+    def encoded_size(self, spec: ChunkSpec) -> int:
+        """Return the element count times the item size."""
+        return math.prod(spec.shape) * spec.dtype.itemsize
+
+
+@register_codec
+class TransposeCodec(ArrayArrayCodec):
+    """The ``transpose`` codec: encoded axis ``i`` is decoded axis ``order[i]``."""
+
+    name = "transpose"
+
+    def __init__(self, order: tuple[int, ...]) -> None:
+        self.order = tuple(order)
+        self.inverse_order = tuple(int(i) for i in np.argsort(self.order))
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON; ``order`` must permute the chunk's axes."""
+        config = _configuration(json, {"order"}, {"order"})
+        ndim = len(spec.shape)
+        order = config["order"]
+        # Early v3 drafts wrote "C"/"F"; read them as the permutations they meant.
+        if order == "C":
+            order = list(range(ndim))
+        elif order == "F":
+            order = list(range(ndim - 1, -1, -1))
+        if (
+            not isinstance(order, (list, tuple))
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in order)
+            or sorted(order) != list(range(ndim))
+        ):
+            raise MetadataError(f"codec 'transpose': order {order!r} is not a permutation of {ndim} axes")
+        return cls(tuple(order))
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON."""
+        return {"name": "transpose", "configuration": {"order": list(self.order)}}
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """Permute the shape."""
+        return ChunkSpec(tuple(spec.shape[i] for i in self.order), spec.dtype)
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Transpose (a view; the serializer makes it contiguous)."""
+        return np.transpose(array, self.order)
+
+    def decode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Apply the inverse permutation (a view)."""
+        return np.transpose(array, self.inverse_order)
+
+
+_BLOSC_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+_BLOSC_CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib")
+_BLOSC_HEADER = struct.Struct("<BBBBIII")
+
+
+def check_blosc_frame(data: Buffer, decoded_size: int | None) -> None:
+    """Raise ValueError if a Blosc frame's header disagrees with its length or `decoded_size`."""
+    view = memoryview(data).cast("B")
+    if len(view) < _BLOSC_HEADER.size:
+        raise ValueError(f"Blosc frame of {len(view)} bytes is shorter than its 16-byte header")
+    _, _, _, _, nbytes, _, cbytes = _BLOSC_HEADER.unpack_from(view)
+    if cbytes != len(view):
+        raise ValueError(f"Blosc header declares {cbytes} compressed bytes, got {len(view)} (truncated or extended)")
+    if decoded_size is not None and nbytes != decoded_size:
+        raise ValueError(f"Blosc header declares {nbytes} decoded bytes, expected {decoded_size}")
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+def zstd_frame_content_size(data: Buffer) -> int | None:
+    """Return the decoded size a Zstandard frame header declares, or None if it has none."""
+    view = memoryview(data).cast("B")
+    if len(view) < 5 or int.from_bytes(view[:4], "little") != _ZSTD_MAGIC:
+        return None
+    descriptor = view[4]
+    size_flag = descriptor >> 6
+    single_segment = (descriptor >> 5) & 1
+    dictionary_id_bytes = (0, 1, 2, 4)[descriptor & 3]
+    size_bytes = (single_segment, 2, 4, 8)[size_flag]
+    if size_bytes == 0:
+        return None
+    start = 5 + (0 if single_segment else 1) + dictionary_id_bytes
+    if len(view) < start + size_bytes:
+        return None
+    size = int.from_bytes(view[start : start + size_bytes], "little")
+    return size + 256 if size_bytes == 2 else size
+
+
+def decode_checked(codec: NumcodecsAbcCodec, data: Buffer, decoded_size: int | None, out: np.ndarray | None) -> Buffer:
+    """Decode with a numcodecs compressor after checking its frame header against the chunk.
+
+    Blosc and Zstandard frames declare their sizes; a mismatch raises ValueError before
+    numcodecs would decode a truncated Blosc frame into garbage. `out` (a uint8 buffer of
+    `decoded_size` bytes) is filled directly only where the header guarantees an exact fit;
+    otherwise a new buffer is returned and the caller copies.
+    """
+    if codec.codec_id == "blosc":
+        check_blosc_frame(data, decoded_size)
+        return codec.decode(data) if out is None else codec.decode(data, out=out)
+    if codec.codec_id == "zstd":
+        declared = zstd_frame_content_size(data)
+        if declared is not None and decoded_size is not None and declared != decoded_size:
+            raise ValueError(f"Zstandard frame declares {declared} decoded bytes, expected {decoded_size}")
+        if out is not None and declared is not None:
+            return codec.decode(data, out=out)
+    return codec.decode(data)
+
+
+@register_codec
+class BloscCodec(BytesBytesCodec):
+    """The ``blosc`` codec; the frame header is checked against the chunk before decoding."""
+
+    name = "blosc"
+
+    def __init__(self, cname: str, clevel: int, shuffle: str, typesize: int | None, blocksize: int) -> None:
+        self.cname, self.clevel, self.shuffle = cname, clevel, shuffle
+        self.typesize, self.blocksize = typesize, blocksize
+        self.numcodecs_codec = numcodecs.Blosc(
+            cname=cname, clevel=clevel, shuffle=_BLOSC_SHUFFLES[shuffle], blocksize=blocksize, typesize=typesize
+        )
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON; ``typesize`` is required unless shuffle is ``noshuffle``."""
+        fields = {"cname", "clevel", "shuffle", "typesize", "blocksize"}
+        config = _configuration(json, fields, {"cname", "clevel", "shuffle"})
+        if config["cname"] not in _BLOSC_CNAMES:
+            raise MetadataError(f"codec 'blosc': unknown cname {config['cname']!r}; expected one of {_BLOSC_CNAMES}")
+        if config["shuffle"] not in _BLOSC_SHUFFLES:
+            raise MetadataError(f"codec 'blosc': unknown shuffle {config['shuffle']!r}")
+        typesize = None
+        if "typesize" in config:
+            typesize = _int_field("blosc", config, "typesize", 1, 255)
+        elif config["shuffle"] != "noshuffle":
+            raise MetadataError("codec 'blosc': typesize is required when shuffle is not 'noshuffle'")
+        clevel = _int_field("blosc", config, "clevel", 0, 9)
+        blocksize = _int_field("blosc", {"blocksize": config.get("blocksize", 0)}, "blocksize", 0, 2**31 - 1)
+        return cls(config["cname"], clevel, config["shuffle"], typesize, blocksize)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON (field order as zarr-python writes it)."""
+        config: dict[str, Any] = {}
+        if self.typesize is not None:
+            config["typesize"] = self.typesize
+        config.update(cname=self.cname, clevel=self.clevel, shuffle=self.shuffle, blocksize=self.blocksize)
+        return {"name": "blosc", "configuration": config}
+
+    def encode(self, data: Buffer) -> Buffer:
+        """Compress."""
+        return self.numcodecs_codec.encode(data)
+
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Check the frame header, then decompress."""
+        return decode_checked(self.numcodecs_codec, data, decoded_size, out)
+
+    def as_numcodecs(self) -> numcodecs.Blosc:
+        """Return the numcodecs Blosc codec."""
+        return self.numcodecs_codec
+
+
+@register_codec
+class GzipCodec(BytesBytesCodec):
+    """The ``gzip`` codec (RFC 1952 gzip format)."""
+
+    name = "gzip"
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.numcodecs_codec = numcodecs.GZip(level=level)
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON."""
+        config = _configuration(json, {"level"}, {"level"})
+        return cls(_int_field("gzip", config, "level", 0, 9))
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON."""
+        return {"name": "gzip", "configuration": {"level": self.level}}
+
+    def encode(self, data: Buffer) -> Buffer:
+        """Compress."""
+        return self.numcodecs_codec.encode(data)
+
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Decompress."""
+        return decode_checked(self.numcodecs_codec, data, decoded_size, out)
+
+    def as_numcodecs(self) -> numcodecs.GZip:
+        """Return the numcodecs GZip codec."""
+        return self.numcodecs_codec
+
+
+@register_codec
+class ZstdCodec(BytesBytesCodec):
+    """The ``zstd`` codec; a frame's declared content size is checked before decoding."""
+
+    name = "zstd"
+
+    def __init__(self, level: int, checksum: bool) -> None:
+        self.level, self.checksum = level, checksum
+        self.numcodecs_codec = numcodecs.Zstd(level=level, checksum=checksum)
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON."""
+        config = _configuration(json, {"level", "checksum"}, {"level"})
+        level = _int_field("zstd", config, "level", -(2**17), 22)
+        checksum = config.get("checksum", False)
+        if not isinstance(checksum, bool):
+            raise MetadataError(f"codec 'zstd': checksum must be true or false, got {checksum!r}")
+        return cls(level, checksum)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON."""
+        return {"name": "zstd", "configuration": {"level": self.level, "checksum": self.checksum}}
+
+    def encode(self, data: Buffer) -> Buffer:
+        """Compress."""
+        return self.numcodecs_codec.encode(data)
+
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Check the frame's declared size (if any), then decompress."""
+        return decode_checked(self.numcodecs_codec, data, decoded_size, out)
+
+    def as_numcodecs(self) -> numcodecs.Zstd:
+        """Return the numcodecs Zstd codec."""
+        return self.numcodecs_codec
+
+
+@register_codec
+class Crc32cCodec(BytesBytesCodec):
+    """The ``crc32c`` codec: a 4-byte little-endian CRC-32C of the data, appended."""
+
+    name = "crc32c"
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON (no configuration)."""
+        _configuration(json, set())
+        return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON."""
+        return {"name": "crc32c"}
+
+    def __repr__(self) -> str:
+        return "Crc32cCodec()"
+
+    def as_numcodecs(self) -> NumcodecsAbcCodec:
+        """Return numcodecs' CRC32C (the same format: checksum appended)."""
+        return numcodecs.CRC32C()
+
+    def encode(self, data: Buffer) -> Buffer:
+        """Append the checksum."""
+        view = memoryview(data).cast("B")
+        return b"".join((view, crc32c.crc32c(view).to_bytes(4, "little")))
+
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Verify and strip the checksum (a view of `data`)."""
+        view = memoryview(data).cast("B")
+        if len(view) < 4:
+            raise ValueError(f"chunk of {len(view)} bytes is too short to hold a CRC-32C checksum")
+        payload = view[:-4]
+        stored = int.from_bytes(view[-4:], "little")
+        computed = crc32c.crc32c(payload)
+        if stored != computed:
+            raise ValueError(f"CRC-32C checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
+        return payload
+
+    def encoded_size(self, decoded_size: int | None) -> int | None:
+        """Four bytes more than the input."""
+        return None if decoded_size is None else decoded_size + 4
+
+
+# zarr-python 3.1.6's `zarr.codecs.numcodecs`: which `numcodecs.<id>` codecs map arrays to arrays,
+# and which serialize arrays; every other id it registers is bytes->bytes.
+_NUMCODECS_ARRAY_ARRAY = frozenset({"delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"})
+_NUMCODECS_ARRAY_BYTES = frozenset({"pcodec", "zfpy"})
+_NUMCODECS_BYTES_BYTES = frozenset(
+    {
+        "blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle",
+        "crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3",
+    }
+)  # fmt: skip
+
+
+class NumcodecsCodec(V3Codec):
+    """A numcodecs codec under its zarr-python 3 name ``numcodecs.<id>``; see its subclasses."""
+
+    prefix: ClassVar[str] = "numcodecs."
+
+    def __init__(self, codec_id: str, configuration: Mapping[str, Any]) -> None:
+        self.codec_id = codec_id
+        self.name = self.prefix + codec_id  # type: ignore[misc]
+        self.configuration = dict(configuration)
+        try:
+            self.numcodecs_codec = numcodecs.get_codec({"id": codec_id, **self.configuration})
+        except Exception as exc:
+            raise MetadataError(f"codec {self.name!r}: invalid configuration {self.configuration!r}: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> NumcodecsCodec:  # type: ignore[override]
+        """Build the array->array, array->bytes or bytes->bytes wrapper that the id calls for."""
+        name = json["name"]
+        codec_id = name.removeprefix(cls.prefix)
+        config = json.get("configuration", {})
+        if not isinstance(config, Mapping):
+            raise MetadataError(f"codec {name!r}: configuration must be an object, got {config!r}")
+        config = {k: v for k, v in config.items() if k != "id"}
+        # zarr-python fills these from the array's data type when they are absent.
+        if codec_id == "shuffle":
+            config.setdefault("elementsize", spec.dtype.itemsize)
+        elif codec_id in ("fixedscaleoffset", "quantize"):
+            config.setdefault("dtype", spec.dtype.str)
+        elif codec_id == "astype":
+            config.setdefault("decode_dtype", spec.dtype.str)
+        if codec_id in _NUMCODECS_ARRAY_ARRAY:
+            return NumcodecsArrayArrayCodec(codec_id, config)
+        if codec_id in _NUMCODECS_ARRAY_BYTES:
+            return NumcodecsArrayBytesCodec(codec_id, config)
+        if codec_id in _NUMCODECS_BYTES_BYTES:
+            return NumcodecsBytesBytesCodec(codec_id, config)
+        raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON, as zarr-python writes it."""
+        return {"name": self.name, "configuration": dict(self.configuration)}
+
+    def __repr__(self) -> str:
+        return repr(self.numcodecs_codec)
+
+    def as_numcodecs(self) -> NumcodecsAbcCodec:
+        """Return the wrapped numcodecs codec."""
+        return self.numcodecs_codec
+
+
+class NumcodecsArrayArrayCodec(NumcodecsCodec, ArrayArrayCodec):
+    """A numcodecs filter (delta, fixedscaleoffset...) used as a v3 array->array codec."""
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """Account for the data type or shape the filter produces."""
+        config = self.configuration
+        if self.codec_id in ("delta", "fixedscaleoffset") and config.get("astype"):
+            return ChunkSpec(spec.shape, np.dtype(config["astype"]))
+        if self.codec_id == "astype":
+            return ChunkSpec(spec.shape, np.dtype(config["encode_dtype"]))
+        if self.codec_id == "packbits":
+            return ChunkSpec((1 + math.ceil(math.prod(spec.shape) / 8),), np.dtype(np.uint8))
+        return spec
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Apply the filter."""
+        encoded_spec = self.resolve(spec)
+        encoded = np.asarray(self.numcodecs_codec.encode(np.ascontiguousarray(array)))
+        return encoded.reshape(encoded_spec.shape)
+
+    def decode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Undo the filter."""
+        decoded = np.asarray(self.numcodecs_codec.decode(np.ascontiguousarray(array)))
+        return decoded.reshape(spec.shape)
+
+
+class NumcodecsArrayBytesCodec(NumcodecsCodec, ArrayBytesCodec):
+    """A numcodecs serializer (pcodec, zfpy) used as the v3 array->bytes codec."""
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
+        """Serialize."""
+        return self.numcodecs_codec.encode(np.ascontiguousarray(array))
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
+        """Deserialize."""
+        decoded = ensure_contiguous_ndarray(self.numcodecs_codec.decode(data))
+        return decoded.view(spec.dtype).reshape(spec.shape)
+
+
+class NumcodecsBytesBytesCodec(NumcodecsCodec, BytesBytesCodec):
+    """A numcodecs compressor or checksum (zlib, lzma, bz2, lz4...) used as a v3 bytes->bytes codec."""
+
+    def encode(self, data: Buffer) -> Buffer:
+        """Encode."""
+        return self.numcodecs_codec.encode(data)
+
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Decode (Blosc and Zstandard frames are checked against their headers first)."""
+        return decode_checked(self.numcodecs_codec, data, decoded_size, out)
