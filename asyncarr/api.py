@@ -1,0 +1,347 @@
+"""The async convenience functions: open, create, save and load arrays and groups."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .array import AsyncArray
+from .creation import build_array_metadata
+from .errors import ArrayNotFoundError, ContainsArrayError, ContainsGroupError, GroupNotFoundError, NodeNotFoundError
+from .group import AsyncGroup, ensure_parent_groups, open_node
+from .locks import ProcessSynchronizer, ThreadSynchronizer
+from .metadata import GroupMetadataV3, consolidated_v2_document, consolidated_v3_metadata
+from .nodes import join_path, normalize_path, read_documents, write_documents
+from .stores.base import Store
+from .stores.url import as_store
+
+__all__ = [
+    "array",
+    "consolidate_metadata",
+    "create",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "group",
+    "load",
+    "ones",
+    "ones_like",
+    "open",
+    "open_array",
+    "open_group",
+    "save",
+    "zeros",
+    "zeros_like",
+]
+
+MODES = ("r", "r+", "a", "w", "w-", "x")
+StoreLike = Store | str | Mapping[str, bytes] | None | Any
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(repr(m) for m in MODES)}; got {mode!r}")
+    return "w-" if mode == "x" else mode
+
+
+def _resolve(
+    store: StoreLike, mode: str, storage_options: Mapping[str, Any] | None, path: str | None = None
+) -> tuple[Store, str]:
+    """The store a store-like names, and the node path in it (a URL's inner path joined with ``path``)."""
+    resolved, inner_path = as_store(store, read_only=(mode == "r"), storage_options=dict(storage_options or {}))
+    return resolved, join_path(inner_path, normalize_path(path))
+
+
+def _node_exists(documents: Mapping[str, bytes | None]) -> bool:
+    return any(value is not None for value in documents.values())
+
+
+async def _clear_for_create(store: Store, path: str, mode: str, zarr_format: int | None, want: str) -> None:
+    """Apply the creating modes: 'w' removes what is there, 'w-' refuses to touch it."""
+    store._check_writable()
+    documents = await read_documents(store, path, zarr_format)
+    if not _node_exists(documents):
+        return
+    if mode == "w-":
+        node = await open_node(store, path, read_only=True)
+        what, error = (
+            ("an array", ContainsArrayError) if isinstance(node, AsyncArray) else ("a group", ContainsGroupError)
+        )
+        raise error(f"{store.key_url(path) or store.location}: {what} already exists (mode 'w-' never overwrites)")
+    await store.delete_prefix(path)
+
+
+async def open_array(
+    store: StoreLike = None,
+    mode: str = "a",
+    *,
+    path: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    synchronizer: Any = None,
+    zarr_format: int | None = None,
+    shape: Any = None,
+    **create_kwargs: Any,
+) -> AsyncArray:
+    """Open an array, creating it in modes 'a', 'w' and 'w-' (which need ``shape``)."""
+    mode = _check_mode(mode)
+    resolved, path = _resolve(store, mode, storage_options, path)
+    synchronizer = None if isinstance(synchronizer, ThreadSynchronizer) else synchronizer
+    if mode in ("r", "r+", "a"):
+        try:
+            return await AsyncArray.open(
+                resolved, path, read_only=(mode == "r"), zarr_format=zarr_format, synchronizer=synchronizer
+            )
+        except ArrayNotFoundError:
+            if mode != "a" or shape is None:
+                raise
+    if shape is None:
+        raise TypeError(
+            f"creating an array needs shape= (mode {mode!r} on {resolved.key_url(path) or resolved.location})"
+        )
+    metadata = build_array_metadata(shape=shape, zarr_format=zarr_format, **create_kwargs)
+    await _clear_for_create(resolved, path, mode, zarr_format, "array")
+    await ensure_parent_groups(resolved, path, metadata.zarr_format)
+    return await AsyncArray.create(resolved, path, metadata, synchronizer=synchronizer)
+
+
+async def open_group(
+    store: StoreLike = None,
+    mode: str = "a",
+    *,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> AsyncGroup:
+    """Open a group, creating it in modes 'a', 'w' and 'w-'."""
+    mode = _check_mode(mode)
+    resolved, path = _resolve(store, mode, storage_options, path)
+    if mode in ("r", "r+", "a"):
+        try:
+            return await AsyncGroup.open(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
+        except GroupNotFoundError:
+            if mode != "a":
+                raise
+    await _clear_for_create(resolved, path, mode, zarr_format, "group")
+    zarr_format = _default_format(zarr_format)
+    await ensure_parent_groups(resolved, path, zarr_format)
+    return await AsyncGroup.create(resolved, path, zarr_format=zarr_format, attributes=attributes)
+
+
+def _default_format(zarr_format: int | None) -> int:
+    from . import config
+
+    return config.get("default_zarr_format") if zarr_format is None else zarr_format
+
+
+async def open(  # noqa: A001 - the documented name
+    store: StoreLike = None,
+    mode: str = "a",
+    *,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> AsyncArray | AsyncGroup:
+    """Open whatever is there; create an array if ``shape`` is given, else a group."""
+    mode = _check_mode(mode)
+    resolved, path = _resolve(store, mode, storage_options, path)
+    if mode in ("r", "r+") or (mode == "a" and _node_exists(await read_documents(resolved, path, zarr_format))):
+        try:
+            return await open_node(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
+        except NodeNotFoundError:
+            raise
+    if kwargs.get("shape") is not None:
+        return await open_array(resolved, mode, path=path, zarr_format=zarr_format, **kwargs)
+    attributes = kwargs.pop("attributes", None)
+    if kwargs:
+        raise TypeError(f"open() creating a group takes no {', '.join(sorted(kwargs))} (pass shape= for an array)")
+    return await open_group(resolved, mode, path=path, zarr_format=zarr_format, attributes=attributes)
+
+
+async def create(
+    shape: Any,
+    *,
+    store: StoreLike = None,
+    path: str | None = None,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> AsyncArray:
+    """Create a new array (in memory unless ``store`` is given); ContainsArrayError if one exists."""
+    return await open_array(
+        store, "w" if overwrite else "w-", path=path, shape=shape, storage_options=storage_options, **kwargs
+    )
+
+
+async def zeros(shape: Any, **kwargs: Any) -> AsyncArray:
+    """Create an array of zeros."""
+    return await create(shape, fill_value=0, **kwargs)
+
+
+async def ones(shape: Any, **kwargs: Any) -> AsyncArray:
+    """Create an array of ones."""
+    return await create(shape, fill_value=1, **kwargs)
+
+
+async def full(shape: Any, fill_value: Any, **kwargs: Any) -> AsyncArray:
+    """Create an array filled with ``fill_value``."""
+    return await create(shape, fill_value=fill_value, **kwargs)
+
+
+async def empty(shape: Any, **kwargs: Any) -> AsyncArray:
+    """Create an array whose unwritten elements read as the default fill value."""
+    return await create(shape, **kwargs)
+
+
+async def array(data: Any, **kwargs: Any) -> AsyncArray:
+    """Create an array holding a copy of ``data`` (an ndarray, array-like, or another array)."""
+    source = getattr(data, "async_array", data)
+    if not isinstance(source, AsyncArray):
+        source = np.asanyarray(data)
+    kwargs.setdefault("dtype", source.dtype)
+    if isinstance(source, AsyncArray):
+        kwargs.setdefault("chunks", source.chunks)
+    created = await create(source.shape, **kwargs)
+    await created.setitem(Ellipsis, source)
+    return created
+
+
+def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    source = getattr(a, "async_array", a)
+    kwargs.setdefault("dtype", source.dtype)
+    if isinstance(source, AsyncArray):
+        kwargs.setdefault("chunks", source.chunks)
+        kwargs.setdefault("order", source.order)
+        kwargs.setdefault("zarr_format", source.zarr_format)
+        kwargs.setdefault("fill_value", source.fill_value)
+        if source.zarr_format == 3 and kwargs["zarr_format"] == 3:
+            if "compressor" not in kwargs and "filters" not in kwargs:
+                kwargs.setdefault("codecs", list(source.metadata.codecs))
+        else:
+            kwargs.setdefault("compressor", source.compressor)
+            kwargs.setdefault("filters", source.filters or None)
+    return kwargs
+
+
+async def empty_like(a: Any, **kwargs: Any) -> AsyncArray:
+    """A new empty array with the shape, chunks, dtype and codecs of ``a``."""
+    return await empty(kwargs.pop("shape", a.shape), **_like_kwargs(a, kwargs))
+
+
+async def zeros_like(a: Any, **kwargs: Any) -> AsyncArray:
+    """A new array of zeros shaped like ``a``."""
+    kwargs["fill_value"] = 0
+    return await create(kwargs.pop("shape", a.shape), **_like_kwargs(a, kwargs))
+
+
+async def ones_like(a: Any, **kwargs: Any) -> AsyncArray:
+    """A new array of ones shaped like ``a``."""
+    kwargs["fill_value"] = 1
+    return await create(kwargs.pop("shape", a.shape), **_like_kwargs(a, kwargs))
+
+
+async def full_like(a: Any, fill_value: Any = None, **kwargs: Any) -> AsyncArray:
+    """A new array shaped like ``a`` filled with ``fill_value`` (default: ``a``'s fill value)."""
+    if fill_value is not None:
+        kwargs["fill_value"] = fill_value
+    return await create(kwargs.pop("shape", a.shape), **_like_kwargs(a, kwargs))
+
+
+async def group(
+    store: StoreLike = None,
+    *,
+    overwrite: bool = False,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> AsyncGroup:
+    """Open the group in ``store``, creating it if missing (or replacing it with ``overwrite``)."""
+    return await open_group(
+        store,
+        "w" if overwrite else "a",
+        path=path,
+        zarr_format=zarr_format,
+        attributes=attributes,
+        storage_options=storage_options,
+    )
+
+
+async def save(
+    store: StoreLike,
+    *arrays: Any,
+    zarr_format: int | None = None,
+    path: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **named: Any,
+) -> None:
+    """Save one array as an array, or several (positional as arr_0, arr_1, ... and named) as a group."""
+    if not arrays and not named:
+        raise ValueError("save() needs at least one array")
+    resolved, path = _resolve(store, "w", storage_options, path)
+    try:
+        if len(arrays) == 1 and not named:
+            await array(arrays[0], store=resolved, path=path, zarr_format=zarr_format, overwrite=True)
+            return
+        root = await open_group(resolved, "w", path=path, zarr_format=zarr_format)
+        members = {f"arr_{i}": a for i, a in enumerate(arrays)} | named
+        for name, data in members.items():
+            await root.create_array(name, data=data)
+    finally:
+        await _close_if_opened_here(store, resolved)
+
+
+async def _close_if_opened_here(store_like: StoreLike, resolved: Store) -> None:
+    """Close (and so finalise, for zip files) a store this call opened from a path or URL."""
+    if isinstance(store_like, str) or hasattr(store_like, "__fspath__"):
+        await resolved.close()
+
+
+async def load(store: StoreLike, *, path: str | None = None, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """Read an array into an ndarray, or a group into ``{name: ndarray}`` of its arrays."""
+    resolved, path = _resolve(store, "r", storage_options, path)
+    try:
+        node = await open(resolved, "r", path=path)
+        if isinstance(node, AsyncArray):
+            return await node.getitem(Ellipsis)
+        return {name: await a.getitem(Ellipsis) async for name, a in node.arrays()}
+    finally:
+        await _close_if_opened_here(store, resolved)
+
+
+async def consolidate_metadata(
+    store: StoreLike, *, path: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> AsyncGroup:
+    """Gather the metadata of every node below the group at ``path`` into one document."""
+    resolved, path = _resolve(store, "r+", storage_options, path)
+    root = await AsyncGroup.open(resolved, path)
+    entries: dict[str, dict[str, Any]] = {}
+
+    def add_documents(node_path: str, documents: Mapping[str, bytes]) -> None:
+        for name, raw in documents.items():
+            entries[f"{node_path}/{name}" if node_path else name] = json.loads(raw)
+
+    async def walk(group_: AsyncGroup, prefix: str) -> None:
+        group_._consolidated = None  # read the real hierarchy, not a stale consolidated copy
+        async for name, node in group_.members():
+            relative = f"{prefix}{name}"
+            add_documents(relative, node.metadata.to_documents())
+            if isinstance(node, AsyncGroup):
+                await walk(node, relative + "/")
+
+    await walk(root, "")
+    if isinstance(root.metadata, GroupMetadataV3):
+        updated = root.metadata.with_consolidated_metadata(consolidated_v3_metadata(entries))
+        await write_documents(resolved, root.path, updated.to_documents())
+    else:
+        add_documents("", root.metadata.to_documents())
+        await write_documents(resolved, root.path, {".zmetadata": consolidated_v2_document(entries)})
+    return await AsyncGroup.open(resolved, root.path)
+
+
+__all__ += ["ProcessSynchronizer", "ThreadSynchronizer"]

@@ -1,0 +1,502 @@
+"""AsyncArray: one Zarr array — metadata, indexing, the codec pipeline and a store, glued together."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import math
+import re
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .codecs.executor import codec_executor, run_in_codec_pool
+from .codecs.pipeline import CodecPipeline
+from .concurrency import CodecBatcher, for_each_concurrently
+from .errors import ArrayNotFoundError, ContainsGroupError, ReadOnlyError
+from .indexing import BasicIndexer, ChunkProjection
+from .info import Info, bytes_with_human_size
+from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
+from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
+from .nodes import describe_missing, node_key, normalize_path, read_documents, write_documents
+from .stores.base import Store
+
+__all__ = ["AsyncArray"]
+
+ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
+Synchronizer = ThreadSynchronizer | ProcessSynchronizer | None
+
+
+class AsyncArray:
+    """A Zarr array in a store; every method that touches the store is a coroutine."""
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata,
+        *,
+        read_only: bool = False,
+        synchronizer: Synchronizer = None,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._metadata = metadata
+        self._read_only = read_only or store.read_only
+        self._synchronizer = synchronizer
+        self._pipeline = CodecPipeline.from_metadata(metadata)
+
+    # -- opening and creating ---------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        store: Store,
+        path: str = "",
+        *,
+        read_only: bool = False,
+        zarr_format: int | None = None,
+        synchronizer: Synchronizer = None,
+    ) -> AsyncArray:
+        """Open the existing array at ``path``; raise ArrayNotFoundError or ContainsGroupError."""
+        path = normalize_path(path)
+        documents = await read_documents(store, path, zarr_format)
+        return cls.from_documents(store, path, documents, read_only=read_only, synchronizer=synchronizer)
+
+    @classmethod
+    def from_documents(
+        cls,
+        store: Store,
+        path: str,
+        documents: Mapping[str, bytes | None],
+        *,
+        read_only: bool = False,
+        synchronizer: Synchronizer = None,
+    ) -> AsyncArray:
+        """Build the array from already-fetched metadata documents (e.g. consolidated ones)."""
+        if not any(value is not None for value in documents.values()):
+            raise ArrayNotFoundError(describe_missing(store, path))
+        metadata = parse_node(dict(documents), store.key_url(path) if path else store.location)
+        if not isinstance(metadata, ArrayMetadataV2 | ArrayMetadataV3):
+            raise ContainsGroupError(
+                f"{store.key_url(path) if path else store.location}: a group is here, not an array"
+            )
+        return cls(store, path, metadata, read_only=read_only, synchronizer=synchronizer)
+
+    @classmethod
+    async def create(
+        cls, store: Store, path: str, metadata: ArrayMetadata, *, synchronizer: Synchronizer = None
+    ) -> AsyncArray:
+        """Write ``metadata`` as a new array at ``path`` (the caller has checked for conflicts)."""
+        array = cls(store, path, metadata, synchronizer=synchronizer)
+        array._check_writable()
+        await write_documents(store, array._path, metadata.to_documents())
+        return array
+
+    # -- properties -------------------------------------------------------------------------
+
+    store = property(lambda self: self._store, doc="The store holding the array.")
+    path = property(lambda self: self._path, doc="Path of the array inside its store ('' for the root).")
+    metadata = property(lambda self: self._metadata, doc="The parsed metadata (ArrayMetadataV2 or V3).")
+    read_only = property(lambda self: self._read_only, doc="Whether writes are refused.")
+    shape = property(lambda self: self._metadata.shape, doc="The array's shape.")
+    chunks = property(lambda self: self._metadata.chunks, doc="The shape of one chunk.")
+    dtype = property(lambda self: self._metadata.dtype, doc="The NumPy data type.")
+    fill_value = property(lambda self: self._metadata.fill_value, doc="Value of elements never written.")
+    order = property(lambda self: self._metadata.order, doc="Memory layout inside chunks: 'C' or 'F'.")
+    zarr_format = property(lambda self: self._metadata.zarr_format, doc="2 or 3.")
+    compressor = property(lambda self: self._pipeline.compressor, doc="The compressor codec, or None.")
+    filters = property(lambda self: self._pipeline.filters, doc="Filter codecs applied before compression.")
+    synchronizer = property(lambda self: self._synchronizer, doc="The process synchronizer, if any.")
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Uncompressed size of the whole array in bytes."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def name(self) -> str:
+        """The array's absolute name in its hierarchy, e.g. '/foo/bar/baz'."""
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        """The last part of the name, e.g. 'baz'."""
+        return self._path.rsplit("/", 1)[-1]
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """A read-only snapshot of the user attributes; change them with ``update_attributes``."""
+        return types.MappingProxyType(dict(self._metadata.attributes))
+
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        """Number of chunks along each dimension."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
+
+    @property
+    def nchunks(self) -> int:
+        """Number of chunks in the grid."""
+        return math.prod(self.cdata_shape)
+
+    def __repr__(self) -> str:
+        name = f" {self.name!r}" if self._path else ""
+        return f"<AsyncArray{name} {self.shape} {self.dtype}>"
+
+    def sync(self) -> Any:
+        """Return the blocking facade (``asyncarr.sync.Array``) over this array."""
+        from .sync import Array
+
+        return Array(self)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _chunk_key(self, chunk_coords: tuple[int, ...]) -> str:
+        return node_key(self._path, self._metadata.chunk_key(chunk_coords))
+
+    def _fill_scalar(self) -> Any:
+        fill = self._metadata.fill_value
+        return default_fill_value(self.dtype) if fill is None else fill
+
+    async def getitem(self, selection: Any) -> Any:
+        """Read a NumPy basic selection (ints, slices of any step, Ellipsis) into a new ndarray."""
+        indexer = BasicIndexer(selection, self.shape, self.chunks)
+        out = np.empty(indexer.shape, dtype=self.dtype)
+        await self._read_into(indexer, out)
+        return out[()] if out.ndim == 0 else out
+
+    async def _read_into(self, indexer: Any, out: np.ndarray) -> None:
+        store, pipeline, chunk_shape = self._store, self._pipeline, self.chunks
+        fill = self._fill_scalar()
+        limiter = store.limiter
+        settings = config.current()
+        executor = codec_executor()
+        batcher = CodecBatcher(executor, executor._max_workers, settings.codec_batch_bytes)
+
+        async def fetch(projection: ChunkProjection) -> None:
+            key = self._chunk_key(projection.chunk_coords)
+            async with limiter:
+                data = await store.get(key)
+            if data is None:
+                out[projection.out_selection] = fill
+            else:
+                job = functools.partial(
+                    pipeline.decode_into,
+                    data,
+                    chunk_shape,
+                    key,
+                    out,
+                    projection.out_selection,
+                    projection.chunk_selection,
+                )
+                batcher.add(job, len(data))
+
+        try:
+            await for_each_concurrently(indexer, fetch, min(settings.concurrency, max(1, indexer.nchunks)))
+        finally:
+            await batcher.wait()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            where = self._store.key_url(self._path) if self._path else self._store.location
+            raise ReadOnlyError(f"{where}: the array is read-only; open it with mode 'r+' or 'a' to change it")
+
+    async def setitem(self, selection: Any, value: Any) -> None:
+        """Write ``value`` (scalar, broadcastable array, or another array) into a basic selection."""
+        self._check_writable()
+        indexer = BasicIndexer(selection, self.shape, self.chunks)
+        source = getattr(value, "async_array", value)
+        if isinstance(source, AsyncArray):
+            if source.shape != tuple(indexer.shape):
+                raise ValueError(
+                    f"cannot copy an array of shape {source.shape} into a selection of shape {tuple(indexer.shape)}"
+                )
+
+            async def piece_of(projection: ChunkProjection) -> Any:
+                return await source.getitem(projection.out_selection)
+        else:
+            array_value = _broadcast_value(value, tuple(indexer.shape), self.dtype)
+
+            async def piece_of(projection: ChunkProjection) -> Any:
+                return array_value if array_value.ndim == 0 else array_value[projection.out_selection]
+
+        async def write(projection: ChunkProjection) -> None:
+            await self._write_chunk(projection, await piece_of(projection))
+
+        await for_each_concurrently(indexer, write, min(config.get("concurrency"), max(1, indexer.nchunks)))
+
+    def _is_fill(self, chunk: np.ndarray) -> bool:
+        fill = self._fill_scalar()
+        if chunk.dtype.kind in "fc":
+            return bool(
+                np.array_equal(chunk, np.broadcast_to(np.asarray(fill, chunk.dtype), chunk.shape), equal_nan=True)
+            )
+        return bool(np.all(chunk == fill))
+
+    def _encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool) -> bytes | None:
+        if not write_empty and self._is_fill(chunk):
+            return None
+        return self._pipeline.encode(chunk, key)
+
+    def _decode_writable(self, data: bytes, key: str) -> np.ndarray:
+        chunk = self._pipeline.decode(data, self.chunks, key)
+        return chunk if chunk.flags.writeable else chunk.copy()
+
+    def _is_edge_chunk(self, chunk_coords: tuple[int, ...]) -> bool:
+        return any((c + 1) * n > s for c, n, s in zip(chunk_coords, self.chunks, self.shape, strict=True))
+
+    async def _write_chunk(self, projection: ChunkProjection, piece: Any) -> None:
+        store = self._store
+        key = self._chunk_key(projection.chunk_coords)
+        write_empty = config.get("write_empty_chunks")
+        fill = self._fill_scalar()
+        async with chunk_lock(store.location, key, self._synchronizer):
+            if projection.is_complete_chunk:
+                piece_array = np.asarray(piece)
+                if (
+                    piece_array.ndim == 0
+                    and not write_empty
+                    and self._is_fill(piece_array.astype(self.dtype).reshape(1))
+                ):
+                    async with store.limiter:
+                        await store.delete(key)
+                    return
+                if self._is_edge_chunk(projection.chunk_coords):
+                    chunk = np.full(self.chunks, fill, dtype=self.dtype)
+                else:
+                    chunk = np.empty(self.chunks, dtype=self.dtype)
+            else:
+                async with store.limiter:
+                    data = await store.get(key)
+                if data is None:
+                    chunk = np.full(self.chunks, fill, dtype=self.dtype)
+                else:
+                    chunk = await run_in_codec_pool(self._decode_writable, data, key)
+            chunk[projection.chunk_selection] = piece
+            encoded = await run_in_codec_pool(self._encode_unless_fill, chunk, key, write_empty)
+            async with store.limiter:
+                if encoded is None:
+                    await store.delete(key)
+                else:
+                    await store.set(key, encoded)
+
+    # -- metadata changes ---------------------------------------------------------------------
+
+    async def _replace_metadata(self, metadata: ArrayMetadata) -> None:
+        old_documents = self._metadata.to_documents()
+        new_documents = metadata.to_documents()
+        changed = {name: doc for name, doc in new_documents.items() if old_documents.get(name) != doc}
+        await write_documents(self._store, self._path, changed)
+        removed = [node_key(self._path, name) for name in old_documents if name not in new_documents]
+        await self._store.delete_many(removed)
+        self._metadata = metadata
+
+    async def update_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Merge ``attributes`` into the stored user attributes."""
+        self._check_writable()
+        merged = {**self._metadata.attributes, **attributes}
+        await self._replace_metadata(self._metadata.with_attributes(merged))
+
+    async def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Replace all user attributes with ``attributes``."""
+        self._check_writable()
+        await self._replace_metadata(self._metadata.with_attributes(dict(attributes)))
+
+    async def resize(self, *shape: int | tuple[int, ...]) -> None:
+        """Change the shape; chunks wholly outside it are deleted, cut edge chunks are cleared."""
+        self._check_writable()
+        new_shape = _as_shape(shape)
+        if len(new_shape) != self.ndim:
+            raise ValueError(f"cannot resize a {self.ndim}-d array to {len(new_shape)}-d shape {new_shape}")
+        old_shape = self.shape
+        old_grid = self.cdata_shape
+        await self._clear_outside(old_shape, new_shape)
+        await self._replace_metadata(self._metadata.with_shape(new_shape))
+        new_grid = self.cdata_shape
+        outside = (
+            coords
+            for coords in itertools.product(*(range(n) for n in old_grid))
+            if any(c >= g for c, g in zip(coords, new_grid, strict=True))
+        )
+        await self._store.delete_many([self._chunk_key(coords) for coords in outside])
+
+    async def _clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
+        # Chunks cut by the new boundary keep data past it; reset that part to the fill value
+        # so growing the array again shows fill values, not stale data.
+        cut_axes = [
+            d
+            for d, (old, new) in enumerate(zip(old_shape, new_shape, strict=True))
+            if new < old and new % self.chunks[d]
+        ]
+        if not cut_axes or 0 in new_shape:
+            return
+        fill = self._fill_scalar()
+        for axis in cut_axes:
+            region = tuple(
+                slice(new_shape[d], min(old_shape[d], -(-new_shape[d] // self.chunks[d]) * self.chunks[d]))
+                if d == axis
+                else slice(0, min(old_shape[d], new_shape[d]))
+                for d in range(self.ndim)
+            )
+            await self.setitem(region, fill)
+
+    async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Grow the array along ``axis`` and write ``data`` there; return the new shape."""
+        self._check_writable()
+        data = np.asanyarray(getattr(data, "async_array", data)) if not isinstance(data, AsyncArray) else data
+        if not -self.ndim <= axis < self.ndim:
+            raise np.exceptions.AxisError(axis, self.ndim)
+        axis %= self.ndim
+        if data.ndim != self.ndim or any(d != axis and data.shape[d] != self.shape[d] for d in range(self.ndim)):
+            raise ValueError(
+                f"cannot append data of shape {data.shape} to an array of shape {self.shape} along axis {axis}: "
+                "every other dimension must match"
+            )
+        old_length = self.shape[axis]
+        new_shape = tuple(s + data.shape[axis] if d == axis else s for d, s in enumerate(self.shape))
+        await self.resize(new_shape)
+        region = tuple(slice(old_length, None) if d == axis else slice(None) for d in range(self.ndim))
+        await self.setitem(region, data)
+        return new_shape
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def _chunk_key_layout(self) -> tuple[str, str]:
+        """The (prefix, separator) of this array's chunk keys, e.g. ('c/', '/') or ('', '.')."""
+        metadata = self._metadata
+        if isinstance(metadata, ArrayMetadataV2):
+            return "", metadata.dimension_separator
+        encoding = metadata.chunk_key_encoding
+        default_separator = "/" if encoding["name"] == "default" else "."
+        separator = encoding.get("configuration", {}).get("separator", default_separator)
+        return ("c" + separator if encoding["name"] == "default" else ""), separator
+
+    def _parse_chunk_key(self, relative_key: str) -> tuple[int, ...] | None:
+        """Chunk coordinates of a key relative to the array, or None if it is not a chunk key."""
+        if self.ndim == 0:
+            return () if relative_key == self._metadata.chunk_key(()) else None
+        prefix, separator = self._chunk_key_layout()
+        if not relative_key.startswith(prefix):
+            return None
+        parts = relative_key[len(prefix) :].split(separator)
+        if len(parts) != self.ndim or not all(_DIGITS.fullmatch(p) for p in parts):
+            return None
+        coords = tuple(int(p) for p in parts)
+        if any(c >= g for c, g in zip(coords, self.cdata_shape, strict=True)):
+            return None
+        return coords
+
+    async def _stored_chunk_keys(self) -> list[str]:
+        if not self._store.supports_listing:
+            keys = [self._chunk_key(c) for c in itertools.product(*(range(n) for n in self.cdata_shape))]
+            present = await asyncio.gather(*(self._store.exists(k) for k in keys))
+            return [k for k, found in zip(keys, present, strict=True) if found]
+        prefix = node_key(self._path, "") if self._path else ""
+        return [
+            key
+            async for key in self._store.list_prefix(self._path)
+            if self._parse_chunk_key(key[len(prefix) :]) is not None
+        ]
+
+    async def nchunks_initialized(self) -> int:
+        """How many chunks are stored."""
+        return len(await self._stored_chunk_keys())
+
+    async def nbytes_stored(self) -> int:
+        """Bytes stored for this array: metadata documents plus chunks."""
+        keys = await self._stored_chunk_keys()
+        keys += [node_key(self._path, name) for name in self._metadata.to_documents()]
+        sizes = await asyncio.gather(*(self._store.getsize(k) for k in keys))
+        return sum(s for s in sizes if s is not None)
+
+    async def info(self, type_name: str = "asyncarr.AsyncArray") -> Info:
+        """The summary table shown by the Zarr tutorials."""
+        stored, initialized = await asyncio.gather(self.nbytes_stored(), self.nchunks_initialized())
+        rows: list[tuple[str, str]] = []
+        if self._path:
+            rows.append(("Name", self.name))
+        rows += [
+            ("Type", type_name),
+            ("Zarr format", str(self.zarr_format)),
+            ("Data type", str(self.dtype)),
+            ("Shape", str(self.shape)),
+            ("Chunk shape", str(self.chunks)),
+            ("Order", self.order),
+            ("Read-only", str(self.read_only)),
+        ]
+        rows += [(f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters or ())]
+        rows.append(("Compressor", repr(self.compressor)))
+        store_type = type(self._store)
+        rows += [
+            ("Store type", f"{store_type.__module__}.{store_type.__qualname__}"),
+            ("No. bytes", bytes_with_human_size(self.nbytes)),
+            ("No. bytes stored", bytes_with_human_size(stored)),
+            ("Storage ratio", f"{self.nbytes / stored:.1f}" if stored else "-"),
+            ("Chunks initialized", f"{initialized}/{self.nchunks}"),
+        ]
+        return Info(tuple(rows))
+
+    # -- pickling: configuration only ---------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "store": self._store,
+            "path": self._path,
+            "metadata": self._metadata,
+            "read_only": self._read_only,
+            "synchronizer": self._synchronizer,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["store"],
+            state["path"],
+            state["metadata"],
+            read_only=state["read_only"],
+            synchronizer=state["synchronizer"],
+        )
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _as_shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], tuple | list):
+        shape = tuple(shape[0])
+    try:
+        result = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"a shape is a tuple of non-negative ints, got {shape!r}") from None
+    if any(s < 0 for s in result):
+        raise ValueError(f"a shape cannot have negative lengths, got {result}")
+    return result
+
+
+def _broadcast_value(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    array_value = np.asarray(value)
+    if array_value.dtype.kind == "O" and dtype.kind != "O":
+        array_value = np.asarray(value, dtype=dtype)
+    if array_value.ndim == 0 or array_value.shape == shape:
+        return array_value
+    try:
+        return np.broadcast_to(array_value, shape)
+    except ValueError:
+        raise ValueError(
+            f"could not broadcast a value of shape {array_value.shape} into a selection of shape {shape}"
+        ) from None

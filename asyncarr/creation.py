@@ -1,0 +1,88 @@
+"""Turning the arguments users pass to ``create``/``open_array`` into array metadata."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .codecs import registry
+from .metadata import ArrayMetadataV2, ArrayMetadataV3, create_array_metadata, normalize_chunks
+
+__all__ = ["build_array_metadata", "normalize_shape"]
+
+
+def normalize_shape(shape: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints as a shape tuple; reject negatives and non-integers."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    if not isinstance(shape, Sequence) or isinstance(shape, str | bytes):
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}")
+    if not all(isinstance(s, numbers.Integral) for s in shape):
+        raise TypeError(f"shape must contain only ints, got {tuple(shape)!r}")
+    result = tuple(int(s) for s in shape)
+    if any(s < 0 for s in result):
+        raise ValueError(f"shape cannot have negative lengths, got {result}")
+    return result
+
+
+def build_array_metadata(
+    *,
+    shape: Any,
+    dtype: Any = None,
+    chunks: Any = True,
+    fill_value: Any = None,
+    compressor: Any = "default",
+    filters: Sequence[Any] | None = None,
+    codecs: Sequence[Any] | None = None,
+    order: str | None = None,
+    zarr_format: int | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    dimension_separator: str | None = None,
+    chunk_key_encoding: Mapping[str, Any] | None = None,
+    dimension_names: Sequence[str | None] | None = None,
+    compression: Any = None,
+    compression_opts: Any = None,
+    shards: Any = None,
+) -> ArrayMetadataV2 | ArrayMetadataV3:
+    """Validate creation arguments and build v2 or v3 metadata from them."""
+    zarr_format = config.get("default_zarr_format") if zarr_format is None else zarr_format
+    if zarr_format not in (2, 3):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    shape = normalize_shape(shape)
+    dtype = np.dtype("f8" if dtype is None else dtype)
+    order = "C" if order is None else order
+    if order not in ("C", "F"):
+        raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+    chunks = normalize_chunks(True if chunks is None else chunks, shape, dtype.itemsize)
+    if shards is not None:
+        raise NotImplementedError("sharded arrays (shards=) are not supported yet")
+    if compression is not None or compression_opts is not None:
+        compressor = registry.normalize_compression(compression, compression_opts)
+    if codecs is not None:
+        if zarr_format == 2:
+            raise ValueError("codecs= describes a Zarr v3 codec chain; for zarr_format=2 use compressor= and filters=")
+        codec_json = list(registry.normalize_codecs(codecs, dtype, len(shape)))
+        compressor_json, filters_json = None, None
+    else:
+        codec_json = None
+        compressor_json = registry.normalize_compressor(compressor, zarr_format, dtype)
+        filters_json = registry.normalize_filters(filters, zarr_format, dtype) or None
+    return create_array_metadata(
+        zarr_format=zarr_format,
+        shape=shape,
+        chunks=chunks,
+        dtype=dtype,
+        fill_value=fill_value,
+        order=order,
+        compressor=compressor_json,
+        filters=filters_json,
+        codecs=codec_json,
+        dimension_separator=dimension_separator,
+        chunk_key_encoding=dict(chunk_key_encoding) if chunk_key_encoding is not None else None,
+        dimension_names=dimension_names,
+        attributes=dict(attributes or {}),
+    )

@@ -1,0 +1,427 @@
+"""AsyncGroup: a node holding arrays and groups, with attributes and a printable tree."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from .array import AsyncArray
+from .creation import build_array_metadata
+from .errors import ContainsArrayError, ContainsGroupError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
+from .metadata import (
+    GroupMetadataV2,
+    GroupMetadataV3,
+    consolidated_children,
+    consolidated_documents,
+    consolidated_subtree,
+    parse_consolidated_v2,
+    parse_consolidated_v3,
+    parse_node,
+)
+from .nodes import (
+    METADATA_NAMES,
+    describe_missing,
+    join_path,
+    node_key,
+    normalize_path,
+    read_documents,
+    write_documents,
+)
+from .stores.base import Store
+from .tree import Tree, TreeNode
+
+__all__ = ["AsyncGroup", "ensure_parent_groups", "open_node"]
+
+GroupMetadata = GroupMetadataV2 | GroupMetadataV3
+
+
+def _node_from_documents(
+    store: Store, path: str, documents: Mapping[str, bytes | None], *, read_only: bool, consolidated: dict | None = None
+) -> AsyncArray | AsyncGroup:
+    if not any(value is not None for value in documents.values()):
+        raise NodeNotFoundError(describe_missing(store, path))
+    metadata = parse_node(dict(documents), store.key_url(path) if path else store.location)
+    if isinstance(metadata, GroupMetadataV2 | GroupMetadataV3):
+        return AsyncGroup(store, path, metadata, read_only=read_only, consolidated=consolidated)
+    return AsyncArray(store, path, metadata, read_only=read_only)
+
+
+async def open_node(
+    store: Store, path: str = "", *, read_only: bool = False, zarr_format: int | None = None
+) -> AsyncArray | AsyncGroup:
+    """Open whatever node is at ``path``: an AsyncArray or an AsyncGroup."""
+    path = normalize_path(path)
+    documents = await read_documents(store, path, zarr_format)
+    node = _node_from_documents(store, path, documents, read_only=read_only)
+    if isinstance(node, AsyncGroup) and node.zarr_format == 2:
+        await node._load_consolidated_v2()
+    return node
+
+
+async def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> None:
+    """Create group metadata for every missing ancestor of ``path``, the root included."""
+    parts = normalize_path(path).split("/")[:-1]
+    ancestors = [""] + ["/".join(parts[: i + 1]) for i in range(len(parts))] if path else []
+    found = await asyncio.gather(*(read_documents(store, p, zarr_format) for p in ancestors))
+    metadata = GroupMetadataV3({}) if zarr_format == 3 else GroupMetadataV2({})
+    for ancestor, documents in zip(ancestors, found, strict=True):
+        if not any(v is not None for v in documents.values()):
+            await write_documents(store, ancestor, metadata.to_documents())
+        elif (".zarray" in documents and documents[".zarray"] is not None) or _is_v3_array(documents):
+            raise ContainsArrayError(f"{store.key_url(ancestor) or store.location}: an array is here, not a group")
+
+
+def _is_v3_array(documents: Mapping[str, bytes | None]) -> bool:
+    raw = documents.get("zarr.json")
+    return raw is not None and b'"array"' in raw and b'"node_type"' in raw and b'"group"' not in raw
+
+
+class AsyncGroup:
+    """A Zarr group in a store; every method that touches the store is a coroutine."""
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: GroupMetadata,
+        *,
+        read_only: bool = False,
+        consolidated: dict[str, dict] | None = None,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._metadata = metadata
+        self._read_only = read_only or store.read_only
+        # Consolidated entries (document keys relative to this group -> JSON), when available.
+        if consolidated is None and isinstance(metadata, GroupMetadataV3) and metadata.consolidated_metadata:
+            where = store.key_url(self._path) if self._path else store.location
+            consolidated = parse_consolidated_v3(metadata.consolidated_metadata, where)
+        self._consolidated = consolidated
+
+    @classmethod
+    async def open(
+        cls, store: Store, path: str = "", *, read_only: bool = False, zarr_format: int | None = None
+    ) -> AsyncGroup:
+        """Open the existing group at ``path``; raise GroupNotFoundError or ContainsArrayError."""
+        path = normalize_path(path)
+        documents = await read_documents(store, path, zarr_format)
+        if not any(value is not None for value in documents.values()):
+            raise GroupNotFoundError(describe_missing(store, path))
+        node = _node_from_documents(store, path, documents, read_only=read_only)
+        if not isinstance(node, AsyncGroup):
+            raise ContainsArrayError(f"{store.key_url(path) or store.location}: an array is here, not a group")
+        if node.zarr_format == 2:
+            await node._load_consolidated_v2()
+        return node
+
+    @classmethod
+    async def create(
+        cls, store: Store, path: str = "", *, zarr_format: int = 3, attributes: Mapping[str, Any] | None = None
+    ) -> AsyncGroup:
+        """Write a new group at ``path`` (the caller has checked for conflicts)."""
+        store._check_writable()
+        metadata_class = GroupMetadataV3 if zarr_format == 3 else GroupMetadataV2
+        metadata = metadata_class(dict(attributes or {}))
+        path = normalize_path(path)
+        await write_documents(store, path, metadata.to_documents())
+        return cls(store, path, metadata)
+
+    async def _load_consolidated_v2(self) -> None:
+        raw = await self._store.get(node_key(self._path, ".zmetadata"))
+        if raw is not None:
+            where = self._store.key_url(self._path) if self._path else self._store.location
+            self._consolidated = parse_consolidated_v2(raw, where)
+
+    # -- properties -------------------------------------------------------------------------
+
+    store = property(lambda self: self._store, doc="The store holding the group.")
+    path = property(lambda self: self._path, doc="Path of the group inside its store ('' for the root).")
+    metadata = property(lambda self: self._metadata, doc="The parsed group metadata.")
+    read_only = property(lambda self: self._read_only, doc="Whether writes are refused.")
+    zarr_format = property(lambda self: self._metadata.zarr_format, doc="2 or 3.")
+
+    @property
+    def name(self) -> str:
+        """The group's absolute name, e.g. '/foo/bar' ('/' for the root)."""
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        """The last part of the name ('' for the root)."""
+        return self._path.rsplit("/", 1)[-1]
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """A read-only snapshot of the user attributes; change them with ``update_attributes``."""
+        return types.MappingProxyType(dict(self._metadata.attributes))
+
+    def __repr__(self) -> str:
+        return f"<AsyncGroup {self.name!r}>"
+
+    def sync(self) -> Any:
+        """Return the blocking facade (``asyncarr.sync.Group``) over this group."""
+        from .sync import Group
+
+        return Group(self)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            where = self._store.key_url(self._path) if self._path else self._store.location
+            raise ReadOnlyError(f"{where}: the group is read-only; open it with mode 'r+' or 'a' to change it")
+
+    def _child_path(self, name: str) -> str:
+        child = join_path(self._path, normalize_path(name))
+        if not normalize_path(name):
+            raise ValueError(f"a member name cannot be empty, got {name!r}")
+        return child
+
+    # -- members ------------------------------------------------------------------------------
+
+    async def _child_documents(self, relative: str) -> dict[str, bytes | None]:
+        if self._consolidated is not None:
+            documents = consolidated_documents(self._consolidated, relative)
+            if any(value is not None for value in documents.values()) or not self._store.supports_listing:
+                return documents
+        return await read_documents(self._store, join_path(self._path, relative), self.zarr_format)
+
+    async def getitem(self, name: str) -> AsyncArray | AsyncGroup:
+        """The array or group at ``name`` (a path like 'a/b' below this group); KeyError if missing."""
+        path = self._child_path(name)
+        relative = normalize_path(name)
+        documents = await self._child_documents(relative)
+        sub_consolidated = None if self._consolidated is None else consolidated_subtree(self._consolidated, relative)
+        return _node_from_documents(
+            self._store, path, documents, read_only=self._read_only, consolidated=sub_consolidated
+        )
+
+    async def contains(self, name: str) -> bool:
+        """Whether an array or group exists at ``name``."""
+        try:
+            await self.getitem(name)
+        except NodeNotFoundError:
+            return False
+        return True
+
+    async def _child_names(self) -> list[str]:
+        if self._consolidated is not None:
+            return consolidated_children(self._consolidated, "")
+        names = [name async for name in self._store.list_dir(self._path) if name not in METADATA_NAMES]
+        return sorted(names)
+
+    async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """Yield ``(name, node)`` for every direct child, sorted by name."""
+        names = await self._child_names()
+        nodes = await asyncio.gather(*(self._try_child(name) for name in names))
+        for name, node in zip(names, nodes, strict=True):
+            if node is not None:
+                yield name, node
+
+    async def _try_child(self, name: str) -> AsyncArray | AsyncGroup | None:
+        try:
+            return await self.getitem(name)
+        except NodeNotFoundError:
+            return None
+
+    async def keys(self) -> AsyncIterator[str]:
+        """Yield the names of the direct children."""
+        async for name, _ in self.members():
+            yield name
+
+    async def arrays(self) -> AsyncIterator[tuple[str, AsyncArray]]:
+        """Yield ``(name, array)`` for the child arrays."""
+        async for name, node in self.members():
+            if isinstance(node, AsyncArray):
+                yield name, node
+
+    async def groups(self) -> AsyncIterator[tuple[str, AsyncGroup]]:
+        """Yield ``(name, group)`` for the child groups."""
+        async for name, node in self.members():
+            if isinstance(node, AsyncGroup):
+                yield name, node
+
+    async def array_keys(self) -> AsyncIterator[str]:
+        """Yield the names of the child arrays."""
+        async for name, _ in self.arrays():
+            yield name
+
+    async def group_keys(self) -> AsyncIterator[str]:
+        """Yield the names of the child groups."""
+        async for name, _ in self.groups():
+            yield name
+
+    async def delitem(self, name: str) -> None:
+        """Delete the member at ``name`` and everything below it."""
+        self._check_writable()
+        path = self._child_path(name)
+        if not await self.contains(name):
+            raise NodeNotFoundError(describe_missing(self._store, path))
+        await self._store.delete_prefix(path)
+        if self._consolidated is not None:
+            self._consolidated = {k: v for k, v in self._consolidated.items() if not _is_under(k, normalize_path(name))}
+
+    # -- creating members -------------------------------------------------------------------------
+
+    async def _prepare_new_member(self, name: str, overwrite: bool) -> str:
+        self._check_writable()
+        path = self._child_path(name)
+        existing = await read_documents(self._store, path, self.zarr_format)
+        if any(value is not None for value in existing.values()):
+            if not overwrite:
+                node = _node_from_documents(self._store, path, existing, read_only=True)
+                error = ContainsArrayError if isinstance(node, AsyncArray) else ContainsGroupError
+                what = "an array" if isinstance(node, AsyncArray) else "a group"
+                raise error(f"{self._store.key_url(path)}: {what} already exists; pass overwrite=True to replace it")
+            await self._store.delete_prefix(path)
+        await ensure_parent_groups(self._store, path, self.zarr_format)
+        self._consolidated = None  # the hierarchy changed: consolidated entries are stale
+        return path
+
+    async def create_group(
+        self, name: str, *, overwrite: bool = False, attributes: Mapping[str, Any] | None = None
+    ) -> AsyncGroup:
+        """Create a child group (intermediate groups too); ContainsGroupError if one exists."""
+        path = await self._prepare_new_member(name, overwrite)
+        return await AsyncGroup.create(self._store, path, zarr_format=self.zarr_format, attributes=attributes)
+
+    async def require_group(self, name: str) -> AsyncGroup:
+        """Open the child group ``name``, creating it if missing."""
+        try:
+            node = await self.getitem(name)
+        except NodeNotFoundError:
+            return await self.create_group(name)
+        if not isinstance(node, AsyncGroup):
+            raise ContainsArrayError(f"{self._store.key_url(node.path)}: an array is here, not a group")
+        return node
+
+    async def create_array(
+        self, name: str, *, shape: Any = None, data: Any = None, overwrite: bool = False, **kwargs: Any
+    ) -> AsyncArray:
+        """Create a child array (intermediate groups too), optionally filled from ``data``."""
+        shape, dtype, data = _shape_and_dtype(shape, kwargs.pop("dtype", None), data)
+        kwargs.setdefault("zarr_format", self.zarr_format)
+        metadata = build_array_metadata(shape=shape, dtype=dtype, **kwargs)
+        path = await self._prepare_new_member(name, overwrite)
+        array = await AsyncArray.create(self._store, path, metadata)
+        if data is not None:
+            await array.setitem(Ellipsis, data)
+        return array
+
+    create_dataset = create_array
+
+    async def require_array(self, name: str, *, shape: Any, dtype: Any = None, **kwargs: Any) -> AsyncArray:
+        """Open the child array ``name`` if it matches ``shape`` (and ``dtype``), else create it."""
+        try:
+            node = await self.getitem(name)
+        except NodeNotFoundError:
+            return await self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+        if not isinstance(node, AsyncArray):
+            raise ContainsGroupError(f"{self._store.key_url(node.path)}: a group is here, not an array")
+        wanted = tuple(shape) if isinstance(shape, tuple | list) else (int(shape),)
+        if node.shape != wanted:
+            raise TypeError(f"{self._store.key_url(node.path)}: existing shape {node.shape} differs from {wanted}")
+        if dtype is not None and node.dtype != __import__("numpy").dtype(dtype):
+            raise TypeError(f"{self._store.key_url(node.path)}: existing dtype {node.dtype} differs from {dtype}")
+        return node
+
+    require_dataset = require_array
+
+    async def zeros(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create a child array of zeros."""
+        return await self.create_array(name, fill_value=0, **kwargs)
+
+    async def ones(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create a child array of ones."""
+        return await self.create_array(name, fill_value=1, **kwargs)
+
+    async def full(self, name: str, fill_value: Any, **kwargs: Any) -> AsyncArray:
+        """Create a child array filled with ``fill_value``."""
+        return await self.create_array(name, fill_value=fill_value, **kwargs)
+
+    async def empty(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create a child array with the default fill value."""
+        return await self.create_array(name, **kwargs)
+
+    async def array(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create a child array holding ``data``."""
+        return await self.create_array(name, data=data, **kwargs)
+
+    # -- attributes and tree ---------------------------------------------------------------------
+
+    async def update_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Merge ``attributes`` into the stored user attributes."""
+        await self.set_attributes({**self._metadata.attributes, **attributes})
+
+    async def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Replace all user attributes with ``attributes``."""
+        self._check_writable()
+        metadata = self._metadata.with_attributes(dict(attributes))
+        old_documents = self._metadata.to_documents()
+        new_documents = metadata.to_documents()
+        changed = {name: doc for name, doc in new_documents.items() if old_documents.get(name) != doc}
+        await write_documents(self._store, self._path, changed)
+        await self._store.delete_many([node_key(self._path, n) for n in old_documents if n not in new_documents])
+        self._metadata = metadata
+
+    async def tree(self) -> Tree:
+        """The hierarchy below this group; ``str()`` draws it as the Zarr tutorials show."""
+        return Tree(await self._tree_node(self.basename or "/"))
+
+    async def _tree_node(self, label: str) -> TreeNode:
+        children = []
+        async for name, node in self.members():
+            if isinstance(node, AsyncGroup):
+                children.append(await node._tree_node(name))
+            else:
+                children.append(TreeNode(f"{name} {node.shape} {node.dtype}", ()))
+        return TreeNode(label, tuple(children))
+
+    async def info(self, type_name: str = "asyncarr.AsyncGroup") -> Any:
+        """A summary table of the group: name, type, store and members."""
+        from .info import Info
+
+        arrays = [name async for name in self.array_keys()]
+        groups = [name async for name in self.group_keys()]
+        store_type = type(self._store)
+        rows = [
+            ("Name", self.name),
+            ("Type", type_name),
+            ("Zarr format", str(self.zarr_format)),
+            ("Read-only", str(self.read_only)),
+            ("Store type", f"{store_type.__module__}.{store_type.__qualname__}"),
+            ("No. members", str(len(arrays) + len(groups))),
+            ("No. arrays", str(len(arrays))),
+            ("No. groups", str(len(groups))),
+        ]
+        if arrays:
+            rows.append(("Arrays", ", ".join(arrays)))
+        if groups:
+            rows.append(("Groups", ", ".join(groups)))
+        return Info(tuple(rows))
+
+    # -- pickling: configuration only ---------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"store": self._store, "path": self._path, "metadata": self._metadata, "read_only": self._read_only}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["store"], state["path"], state["metadata"], read_only=state["read_only"])  # type: ignore[misc]
+
+
+def _is_under(key: str, path: str) -> bool:
+    return key == path or key.startswith(path + "/")
+
+
+def _shape_and_dtype(shape: Any, dtype: Any, data: Any) -> tuple[Any, Any, Any]:
+    """Take shape and dtype from ``data`` when they are not given."""
+    if data is None:
+        if shape is None:
+            raise TypeError("create_array needs shape= (or data=)")
+        return shape, dtype, None
+    source = getattr(data, "async_array", data)
+    if not isinstance(source, AsyncArray):
+        import numpy as np
+
+        source = np.asanyarray(data)
+    return (source.shape if shape is None else shape), (source.dtype if dtype is None else dtype), source

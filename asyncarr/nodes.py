@@ -1,0 +1,86 @@
+"""Reading and writing the metadata documents of one node (array or group) in a store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from .errors import MetadataError
+from .stores.base import Store, validate_key
+
+__all__ = [
+    "V2_DOCUMENTS",
+    "V3_DOCUMENTS",
+    "join_path",
+    "node_key",
+    "normalize_path",
+    "read_documents",
+    "write_documents",
+]
+
+V3_DOCUMENTS = ("zarr.json",)
+V2_DOCUMENTS = (".zarray", ".zgroup", ".zattrs")
+METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+
+
+def normalize_path(path: str | None) -> str:
+    """Return a node path without leading/trailing slashes ('' is the root); reject unsafe paths."""
+    if path is None:
+        return ""
+    if not isinstance(path, str):
+        raise TypeError(f"node paths are strings, got {type(path).__name__}: {path!r}")
+    stripped = "/".join(part for part in path.replace("\\", "/").split("/") if part)
+    if stripped and ("\\" in path or any(part in (".", "..") for part in stripped.split("/"))):
+        raise ValueError(f"node path {path!r} contains '.', '..' or a backslash; it could escape the store root")
+    if stripped:
+        validate_key(stripped)
+    return stripped
+
+
+def join_path(*parts: str) -> str:
+    """Join node path parts with '/', normalizing each."""
+    return normalize_path("/".join(p for p in parts if p))
+
+
+def node_key(path: str, name: str) -> str:
+    """The store key of document or chunk ``name`` of the node at ``path``."""
+    return f"{path}/{name}" if path else name
+
+
+async def read_documents(store: Store, path: str, zarr_format: int | None = None) -> dict[str, bytes | None]:
+    """Fetch the metadata documents of the node at ``path``; missing ones map to None.
+
+    With an unknown format, ``zarr.json`` is fetched first and the v2 documents only when
+    it is missing, so a v3 node costs one request.
+    """
+    documents: dict[str, bytes | None] = {}
+    if zarr_format in (None, 3):
+        documents["zarr.json"] = await store.get(node_key(path, "zarr.json"))
+        if documents["zarr.json"] is not None or zarr_format == 3:
+            return documents
+    names = V2_DOCUMENTS
+    values = await asyncio.gather(*(store.get(node_key(path, name)) for name in names))
+    documents.update(zip(names, values, strict=True))
+    return documents
+
+
+async def write_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> None:
+    """Write a node's metadata documents (e.g. ``.zarray`` and ``.zattrs``) concurrently."""
+    await asyncio.gather(*(store.set(node_key(path, name), value) for name, value in documents.items()))
+
+
+def describe_missing(store: Store, path: str) -> str:
+    """A message saying no node exists at ``path`` of ``store``."""
+    where = store.key_url(path) if path else store.location
+    return f"no array or group at {where}"
+
+
+def ensure_documents_decodable(documents: Mapping[str, bytes | None], store: Store, path: str) -> None:
+    """Raise MetadataError if a fetched document is not UTF-8 (the parser then names the key)."""
+    for name, raw in documents.items():
+        if raw is None:
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MetadataError(f"{store.key_url(node_key(path, name))}: not valid UTF-8 JSON ({exc})") from exc
