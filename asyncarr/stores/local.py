@@ -1,0 +1,327 @@
+"""LocalStore: keys are files in nested directories under a root; all disk I/O runs on threads.
+
+Writes are atomic: each value goes to a temporary file in the key's directory (named
+``.asyncarr-tmp-...``, never listed) and is renamed over the key with ``os.replace``, so a
+reader or a crash sees the old value or the new one, never a torn one. Deleting a key also
+removes the directories it leaves empty (below the root), so listings match object stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ..errors import AccessDeniedError, StoreError
+from .base import ByteRange, Store, _normalize_prefix, validate_key
+
+__all__ = ["LocalStore"]
+
+_TEMP_PREFIX = ".asyncarr-tmp-"
+# Disk reads gain from a few requests in flight (page-cache misses, network filesystems)
+# beyond the number of cores; more threads than this only add contention.
+_IO_THREADS = min(32, 4 * (os.cpu_count() or 1) + 4)
+_CREATE_ATTEMPTS = 4
+
+_T = TypeVar("_T")
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _io_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="asyncarr-file-io")
+    return _executor
+
+
+def _forget_executor_after_fork() -> None:
+    # The parent's worker threads do not exist in a forked child; start a fresh pool on demand.
+    global _executor, _executor_lock
+    _executor = None
+    _executor_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor_after_fork)
+
+
+async def _in_io_thread(function: Callable[..., _T], *args: Any) -> _T:
+    return await asyncio.get_running_loop().run_in_executor(_io_executor(), function, *args)
+
+
+def _batches(items: list[_T]) -> list[list[_T]]:
+    """Split ``items`` into at most one contiguous batch per I/O thread."""
+    size = -(-len(items) // _IO_THREADS)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class LocalStore(Store):
+    """A directory on the local filesystem; key ``a/b/c`` is the file ``root/a/b/c``."""
+
+    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        super().__init__(read_only=read_only)
+        self._root = os.path.abspath(os.fspath(root))
+        self._location = "file://" + self._root.replace(os.sep, "/")
+
+    @property
+    def root(self) -> str:
+        """The absolute path of the directory holding the keys."""
+        return self._root
+
+    @property
+    def location(self) -> str:
+        """``file://`` followed by the absolute root path."""
+        return self._location
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self._root, "read_only": self.read_only}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"], read_only=state["read_only"])  # type: ignore[misc]
+
+    # -- the Store interface -----------------------------------------------------------
+
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Read the file at ``key`` (only the requested range), or None if there is none."""
+        return await _in_io_thread(self._read_file, self._file_path(key), key, byte_range)
+
+    async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Read many files, one batch per I/O thread, to keep the per-key overhead small."""
+        jobs = [(self._file_path(key), key, byte_range) for key, byte_range in requests]
+        if len(jobs) <= 1:
+            return [await _in_io_thread(self._read_file, *job) for job in jobs]
+        parts = await asyncio.gather(*(_in_io_thread(self._read_batch, batch) for batch in _batches(jobs)))
+        return [value for part in parts for value in part]
+
+    async def set(self, key: str, value: bytes) -> None:
+        """Write ``value`` to the file at ``key`` atomically, creating directories as needed."""
+        self._check_writable()
+        await _in_io_thread(self._write_file, self._file_path(key), key, value)
+
+    async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Write many files atomically, one batch per I/O thread."""
+        self._check_writable()
+        jobs = [(self._file_path(key), key, value) for key, value in items]
+        if jobs:
+            await asyncio.gather(*(_in_io_thread(self._write_batch, batch) for batch in _batches(jobs)))
+
+    async def delete(self, key: str) -> None:
+        """Remove the file at ``key`` and any directories that leaves empty; a missing key is fine."""
+        self._check_writable()
+        await _in_io_thread(self._delete_file, self._file_path(key), key)
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        """Remove many files, one batch per I/O thread."""
+        self._check_writable()
+        jobs = [(self._file_path(key), key) for key in keys]
+        if jobs:
+            await asyncio.gather(*(_in_io_thread(self._delete_batch, batch) for batch in _batches(jobs)))
+
+    async def exists(self, key: str) -> bool:
+        """Whether a regular file is stored at ``key``."""
+        return await _in_io_thread(self._stat_file, self._file_path(key), key) is not None
+
+    async def getsize(self, key: str) -> int | None:
+        """Size of the file at ``key`` from ``os.stat``, or None if missing."""
+        file_stat = await _in_io_thread(self._stat_file, self._file_path(key), key)
+        return None if file_stat is None else file_stat.st_size
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield every key below ``prefix`` (temporary files of writes in progress excluded)."""
+        for key in await _in_io_thread(self._walk, _normalize_prefix(prefix)):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Yield the names of the files and directories directly inside ``prefix``."""
+        for name in await _in_io_thread(self._children, _normalize_prefix(prefix)):
+            yield name
+
+    async def delete_prefix(self, prefix: str) -> None:
+        """Delete the whole directory tree below ``prefix`` ('' empties the root, which stays)."""
+        self._check_writable()
+        await _in_io_thread(self._remove_tree, _normalize_prefix(prefix))
+
+    # -- keys and paths ------------------------------------------------------------------
+
+    def _file_path(self, key: str) -> str:
+        validate_key(key)
+        if not key or key.endswith("/") or "//" in key:
+            raise ValueError(f"store key {key!r} is empty or has an empty segment; LocalStore keys name files")
+        if key.startswith(_TEMP_PREFIX) or "/" + _TEMP_PREFIX in key:
+            raise ValueError(f"store key {key!r} uses the prefix {_TEMP_PREFIX!r}, reserved for temporary files")
+        return self._root + os.sep + key
+
+    def _dir_path(self, prefix: str) -> str:
+        return self._root + os.sep + prefix[:-1] if prefix else self._root
+
+    def _error(self, key: str, exc: OSError) -> StoreError:
+        """Map a filesystem error on ``key`` to the asyncarr error naming its URL."""
+        url = self.key_url(key.rstrip("/"))
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, PermissionError):
+            return AccessDeniedError(f"{url}: permission denied ({reason}); check the permissions of the file")
+        return StoreError(f"{url}: {reason}")
+
+    # -- blocking work, run on the I/O threads ---------------------------------------------
+
+    def _read_file(self, path: str, key: str, byte_range: ByteRange | None) -> bytes | None:
+        try:
+            with open(path, "rb", buffering=0) as file:
+                if byte_range is None:
+                    return file.readall()
+                return _read_range(file, byte_range)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+
+    def _read_batch(self, jobs: list[tuple[str, str, ByteRange | None]]) -> list[bytes | None]:
+        return [self._read_file(path, key, byte_range) for path, key, byte_range in jobs]
+
+    def _write_file(self, path: str, key: str, value: bytes) -> None:
+        directory = os.path.dirname(path)
+        temp_path = os.path.join(directory, _TEMP_PREFIX + os.urandom(8).hex())
+        try:
+            with _create_temp_file(directory, temp_path) as file:
+                file.write(value)
+            os.replace(temp_path, path)
+        except BaseException as exc:
+            try:
+                os.unlink(temp_path)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise self._error(key, exc) from exc
+            raise
+
+    def _write_batch(self, jobs: list[tuple[str, str, bytes]]) -> None:
+        for path, key, value in jobs:
+            self._write_file(path, key, value)
+
+    def _delete_file(self, path: str, key: str) -> None:
+        try:
+            os.unlink(path)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return
+        except OSError as exc:
+            if os.path.isdir(path):  # macOS reports unlink() of a directory as EPERM
+                return
+            raise self._error(key, exc) from exc
+        self._prune_empty_parents(path)
+
+    def _delete_batch(self, jobs: list[tuple[str, str]]) -> None:
+        for path, key in jobs:
+            self._delete_file(path, key)
+
+    def _prune_empty_parents(self, path: str) -> None:
+        directory = os.path.dirname(path)
+        while len(directory) > len(self._root):
+            try:
+                os.rmdir(directory)
+            except OSError:  # not empty (the usual case), or already gone
+                return
+            directory = os.path.dirname(directory)
+
+    def _stat_file(self, path: str, key: str) -> os.stat_result | None:
+        try:
+            file_stat = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        return file_stat if stat.S_ISREG(file_stat.st_mode) else None
+
+    def _walk(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        pending = [(self._dir_path(prefix), prefix)]
+        while pending:
+            directory, key_prefix = pending.pop()
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        if entry.name.startswith(_TEMP_PREFIX):
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append((entry.path, key_prefix + entry.name + "/"))
+                        else:
+                            keys.append(key_prefix + entry.name)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise self._error(key_prefix, exc) from exc
+        return keys
+
+    def _children(self, prefix: str) -> list[str]:
+        try:
+            with os.scandir(self._dir_path(prefix)) as entries:
+                return [entry.name for entry in entries if not entry.name.startswith(_TEMP_PREFIX)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise self._error(prefix, exc) from exc
+
+    def _remove_tree(self, prefix: str) -> None:
+        def raise_unless_gone(function: Any, path: str, exc_info: Any) -> None:
+            if not issubclass(exc_info[0], FileNotFoundError):
+                raise exc_info[1]
+
+        try:
+            if not prefix:
+                targets = [entry.path for entry in os.scandir(self._root)]
+            else:
+                targets = [self._dir_path(prefix)]
+            for target in targets:
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target, onerror=raise_unless_gone)
+                elif prefix == "" or os.path.islink(target):
+                    os.unlink(target)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._error(prefix, exc) from exc
+        if prefix:
+            self._prune_empty_parents(self._dir_path(prefix))
+
+
+def _create_temp_file(directory: str, temp_path: str) -> Any:
+    """Open ``temp_path`` for writing, creating ``directory`` (and the root) when missing."""
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            return open(temp_path, "xb")
+        except FileNotFoundError:
+            if attempt == _CREATE_ATTEMPTS - 1:
+                raise
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except FileNotFoundError:
+            pass  # a concurrent delete pruned a parent while we created it: try again
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _read_range(file: Any, byte_range: ByteRange) -> bytes:
+    """Read only ``byte_range`` of an open unbuffered file."""
+    if byte_range.suffix is not None:
+        size = os.fstat(file.fileno()).st_size
+        start = max(0, size - byte_range.suffix)
+        length: int | None = size - start
+    else:
+        start, length = byte_range.offset, byte_range.length
+    if start:
+        file.seek(start)
+    if length is None:
+        return file.readall()
+    parts = []
+    while length > 0:
+        part = file.read(length)
+        if not part:
+            break
+        parts.append(part)
+        length -= len(part)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
