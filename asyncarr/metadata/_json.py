@@ -9,7 +9,7 @@ from typing import Any
 
 from asyncarr.errors import MetadataError
 
-__all__ = ["document_path", "dump_json", "load_json_object", "parse_int_tuple"]
+__all__ = ["canonical_json", "document_path", "dump_json", "load_json_object", "parse_int_tuple"]
 
 
 def document_path(node_path: str, name: str) -> str:
@@ -37,6 +37,11 @@ def load_json_object(raw: bytes | str | Mapping[str, Any], doc_path: str) -> dic
 def dump_json(document: Any, *, indent: int = 4, sort_keys: bool = False) -> bytes:
     """Encode a document as UTF-8 JSON; NaN in attributes stays bare NaN, as zarr-python writes it."""
     return json.dumps(document, indent=indent, sort_keys=sort_keys, ensure_ascii=True, allow_nan=True).encode()
+
+
+def canonical_json(document: Any) -> str:
+    """Return one text per JSON value, for equality that treats NaN attributes as equal."""
+    return json.dumps(document, sort_keys=True, allow_nan=True)
 
 
 def parse_int_tuple(value: Any, field: str, *, minimum: int) -> tuple[int, ...]:

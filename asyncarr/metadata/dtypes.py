@@ -170,6 +170,7 @@ def coerce_fill_value(value: Any, dtype: Any) -> Any:
     kind = dtype.kind
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
+    given = value
     problem = None
     if kind == "b" and not (
         isinstance(value, bool | np.bool_) or (isinstance(value, numbers.Integral) and value in (0, 1))
@@ -198,7 +199,7 @@ def coerce_fill_value(value: Any, dtype: Any) -> Any:
             if array.ndim == 0:
                 return array[()]
             problem = "expected a scalar"
-    raise ValueError(f"fill_value {value!r} is not valid for data type {dtype}: {problem}")
+    raise ValueError(f"fill_value {given!r} is not valid for data type {dtype}: {problem}")
 
 
 def _bad_fill(json_value: Any, dtype: np.dtype, expected: str) -> MetadataError:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from asyncarr.errors import MetadataError
-from asyncarr.metadata._json import document_path, dump_json, load_json_object, parse_int_tuple
+from asyncarr.metadata._json import canonical_json, document_path, dump_json, load_json_object, parse_int_tuple
 from asyncarr.metadata.dtypes import coerce_fill_value, dtype_to_json, fill_value_to_json, parse_dtype, parse_fill_value
 
 __all__ = ["ArrayMetadataV2", "GroupMetadataV2"]
@@ -174,12 +174,12 @@ class ArrayMetadataV2:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadataV2):
             return NotImplemented
-        return self.to_json() == other.to_json() and self.attributes == other.attributes
+        return canonical_json([self.to_json(), self.attributes]) == canonical_json([other.to_json(), other.attributes])
 
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class GroupMetadataV2:
     """The metadata of one Zarr v2 group: its ``.zgroup`` marker plus its ``.zattrs`` attributes."""
 
@@ -215,5 +215,10 @@ class GroupMetadataV2:
     def with_attributes(self, attributes: Mapping[str, Any]) -> GroupMetadataV2:
         """Return a copy whose attributes are replaced by `attributes`."""
         return dataclasses.replace(self, attributes=dict(attributes))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupMetadataV2):
+            return NotImplemented
+        return canonical_json(self.attributes) == canonical_json(other.attributes)
 
     __hash__ = None  # type: ignore[assignment]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from asyncarr.errors import MetadataError
-from asyncarr.metadata._json import document_path, dump_json, load_json_object, parse_int_tuple
+from asyncarr.metadata._json import canonical_json, document_path, dump_json, load_json_object, parse_int_tuple
 from asyncarr.metadata.dtypes import coerce_fill_value, dtype_to_json, fill_value_to_json, parse_dtype, parse_fill_value
 
 __all__ = ["DEFAULT_CHUNK_KEY_ENCODING", "ArrayMetadataV3", "GroupMetadataV3", "normalize_named_config"]
@@ -260,12 +260,12 @@ class ArrayMetadataV3:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadataV3):
             return NotImplemented
-        return self.to_json() == other.to_json()
+        return canonical_json(self.to_json()) == canonical_json(other.to_json())
 
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class GroupMetadataV3:
     """The metadata of one Zarr v3 group: its ``zarr.json`` document, with consolidated metadata if any."""
 
@@ -334,5 +334,10 @@ class GroupMetadataV3:
     def with_consolidated_metadata(self, consolidated_metadata: dict[str, Any] | None) -> GroupMetadataV3:
         """Return a copy carrying `consolidated_metadata` (the raw object, or None to drop it)."""
         return dataclasses.replace(self, consolidated_metadata=consolidated_metadata)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupMetadataV3):
+            return NotImplemented
+        return canonical_json(self.to_json()) == canonical_json(other.to_json())
 
     __hash__ = None  # type: ignore[assignment]
