@@ -57,6 +57,7 @@ DTYPES = {
     "<M8[ns]": np.datetime64(5, "ns"),
     "<M8[10s]": np.datetime64(3, "10s"),
     "<m8[s]": np.timedelta64(-4, "s"),
+    ">M8[ns]": np.datetime64(-5, "ns"),
     "|S5": b"ab",
     "<U3": "hé",
     "|V4": b"\x01\x02\x03\x04",
@@ -178,7 +179,7 @@ def test_documents_tensorstore_style_minimal_v3_and_null_v2_fill_parse():
     assert metadata.codecs == ({"name": "bytes", "configuration": {}},)
     assert metadata.chunk_key((1, 2)) == "c/1/2" and metadata.attributes == {}
     v2 = {"chunks": [4], "compressor": None, "dtype": "<f4", "fill_value": None, "filters": None,
-          "order": "C", "shape": [4], "zarr_format": 2}  # fmt: skip
+          "order": "C", "shape": [4], "zarr_format": 2, "dimension_separator": None}  # fmt: skip
     metadata = parse_node({".zarray": json.dumps(v2).encode()}, "t")
     assert metadata.fill_value is None and metadata.dimension_separator == "."
     assert json.loads(metadata.to_documents()[".zarray"])["fill_value"] is None
@@ -221,6 +222,12 @@ def test_fill_value_encodings_decode_like_zarr_python_and_encode_back(zarr_forma
     encoded = fill_value_to_json(zarr_format, metadata.fill_value, metadata.dtype)
     json.dumps(encoded, allow_nan=False)  # never a bare NaN or Infinity
     assert _same_scalar(parse_fill_value(zarr_format, encoded, metadata.dtype), metadata.fill_value, metadata.dtype)
+
+
+def test_user_fill_values_may_use_the_json_spellings_of_special_floats():
+    metadata = create_array_metadata(zarr_format=3, shape=(2,), chunks=2, dtype="c8", fill_value="-Infinity")
+    assert metadata.fill_value == complex(-math.inf, 0)
+    assert json.loads(metadata.to_documents()["zarr.json"])["fill_value"] == ["-Infinity", 0.0]
 
 
 def test_fill_value_nan_payloads_survive_only_as_v3_hex():

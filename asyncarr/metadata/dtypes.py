@@ -49,6 +49,7 @@ _V3_FIXED_LENGTH_NAMES = {"null_terminated_bytes": "S", "fixed_length_utf32": "U
 _V3_NOT_YET = {"string", "variable_length_utf8", "bytes", "variable_length_bytes"}
 _TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as")
 _SUPPORTED_KINDS = "biufcMmSUV"
+_SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # The NaN each float width writes as "NaN" in v3; any other NaN bit pattern is written as hex.
 _CANONICAL_NAN_BITS = {2: 0x7E00, 4: 0x7FC00000, 8: 0x7FF8000000000000}
 
@@ -171,6 +172,8 @@ def coerce_fill_value(value: Any, dtype: Any) -> Any:
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
     given = value
+    if kind in "fc" and isinstance(value, str) and value in _SPECIAL_FLOATS:
+        value = _SPECIAL_FLOATS[value]  # the JSON spellings are accepted from users too
     problem = None
     if kind == "b" and not (
         isinstance(value, bool | np.bool_) or (isinstance(value, numbers.Integral) and value in (0, 1))
@@ -212,9 +215,8 @@ def _float_from_json(zarr_format: int, json_value: Any, dtype: np.dtype, item: A
     if isinstance(item, int | float) and not isinstance(item, bool):
         return float(item)
     if isinstance(item, str):
-        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-        if item in special:
-            return special[item]
+        if item in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[item]
         if item.startswith("0x") and zarr_format == 3:
             digits = item[2:]
             if len(digits) != 2 * width:
@@ -333,7 +335,7 @@ def fill_value_to_json(zarr_format: int, value: Any, dtype: Any) -> Any:
     if kind == "c":
         return [_float_to_json(zarr_format, value.real), _float_to_json(zarr_format, value.imag)]
     if kind in "Mm":
-        return int(np.array(value, dtype=dtype).view("i8"))
+        return int(np.array(value, dtype=dtype.newbyteorder("=")).view("i8"))
     if kind == "U":
         return str(value)
     raw = bytes(value) if kind == "S" else np.array(value, dtype=dtype).tobytes()

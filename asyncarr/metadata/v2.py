@@ -154,7 +154,7 @@ class ArrayMetadataV2:
                 order=document["order"],
                 compressor=document["compressor"],
                 filters=document["filters"],
-                dimension_separator=document.get("dimension_separator", "."),
+                dimension_separator=document.get("dimension_separator") or ".",
                 attributes={} if attributes is None else attributes,
             )
         except (ValueError, TypeError) as exc:
