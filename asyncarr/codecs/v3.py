@@ -2,15 +2,17 @@
 
 A v3 chunk passes through array->array codecs (``transpose``, ``numcodecs.delta``...), one
 array->bytes codec (``bytes``; ``sharding_indexed`` registers itself from ``sharding.py``) and
-bytes->bytes codecs (``blosc``, ``gzip``, ``zstd``, ``crc32c``, ``numcodecs.zlib``...).
-`codec_from_json` builds the right class from a codec's JSON. Codecs raise ordinary
-exceptions; the pipeline turns them into `CodecError` naming the chunk key.
+bytes->bytes codecs (``blosc``, ``gzip``, ``zstd``, ``crc32c``, ``numcodecs.zlib``...; the
+``numcodecs.<id>`` wrappers live in ``numcodecs_v3.py``). `codec_from_json` builds the right
+class from a codec's JSON. Codecs raise ordinary exceptions; the pipeline turns them into
+`CodecError` naming the chunk key.
 """
 
 from __future__ import annotations
 
 import abc
 import importlib
+import lzma
 import math
 import struct
 from collections.abc import Collection, Mapping
@@ -20,7 +22,6 @@ import crc32c
 import numcodecs
 import numpy as np
 from numcodecs.abc import Codec as NumcodecsAbcCodec
-from numcodecs.compat import ensure_contiguous_ndarray
 
 from asyncarr.errors import MetadataError
 
@@ -33,7 +34,6 @@ __all__ = [
     "ChunkSpec",
     "Crc32cCodec",
     "GzipCodec",
-    "NumcodecsCodec",
     "TransposeCodec",
     "V3Codec",
     "ZstdCodec",
@@ -153,12 +153,18 @@ def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
     if not isinstance(json, Mapping) or not isinstance(json.get("name"), str):
         raise MetadataError(f"invalid codec {json!r}: expected an object with a string 'name'")
     name = json["name"]
-    if name.startswith(NumcodecsCodec.prefix):
+    if name.startswith("numcodecs."):
+        # imported here: the wrappers build on the base classes of this module
+        from asyncarr.codecs.numcodecs_v3 import NumcodecsCodec
+
         return NumcodecsCodec.from_json(json, spec)
     if name not in _CODEC_CLASSES and name in _LAZY_CODEC_MODULES:
+        module = _LAZY_CODEC_MODULES[name]
         try:
-            importlib.import_module(_LAZY_CODEC_MODULES[name])
-        except ImportError as exc:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
             raise MetadataError(f"codec {name!r} is not supported by this version of asyncarr") from exc
     if name in _NOT_YET_SUPPORTED:
         raise MetadataError(f"codec {name!r} (variable-length data) is not supported yet")
@@ -345,6 +351,11 @@ def decode_checked(codec: NumcodecsAbcCodec, data: Buffer, decoded_size: int | N
             raise ValueError(f"Zstandard frame declares {declared} decoded bytes, expected {decoded_size}")
         if out is not None and declared is not None:
             return codec.decode(data, out=out)
+    if codec.codec_id == "lzma" and codec.filters and codec.format != lzma.FORMAT_RAW:
+        # numcodecs passes the filters to the decompressor, which Python refuses for .xz/.lzma
+        # streams; those carry their filter chain in their own header (the zarr-2 tutorial's
+        # LZMA + delta-filter example writes exactly such chunks).
+        return lzma.decompress(memoryview(data).cast("B"), format=codec.format)
     return codec.decode(data)
 
 
@@ -513,116 +524,3 @@ class Crc32cCodec(BytesBytesCodec):
     def encoded_size(self, decoded_size: int | None) -> int | None:
         """Four bytes more than the input."""
         return None if decoded_size is None else decoded_size + 4
-
-
-# zarr-python 3.1.6's `zarr.codecs.numcodecs`: which `numcodecs.<id>` codecs map arrays to arrays,
-# and which serialize arrays; every other id it registers is bytes->bytes.
-_NUMCODECS_ARRAY_ARRAY = frozenset({"delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"})
-_NUMCODECS_ARRAY_BYTES = frozenset({"pcodec", "zfpy"})
-_NUMCODECS_BYTES_BYTES = frozenset(
-    {
-        "blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle",
-        "crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3",
-    }
-)  # fmt: skip
-
-
-class NumcodecsCodec(V3Codec):
-    """A numcodecs codec under its zarr-python 3 name ``numcodecs.<id>``; see its subclasses."""
-
-    prefix: ClassVar[str] = "numcodecs."
-
-    def __init__(self, codec_id: str, configuration: Mapping[str, Any]) -> None:
-        self.codec_id = codec_id
-        self.name = self.prefix + codec_id  # type: ignore[misc]
-        self.configuration = dict(configuration)
-        try:
-            self.numcodecs_codec = numcodecs.get_codec({"id": codec_id, **self.configuration})
-        except Exception as exc:
-            raise MetadataError(f"codec {self.name!r}: invalid configuration {self.configuration!r}: {exc}") from exc
-
-    @classmethod
-    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> NumcodecsCodec:  # type: ignore[override]
-        """Build the array->array, array->bytes or bytes->bytes wrapper that the id calls for."""
-        name = json["name"]
-        codec_id = name.removeprefix(cls.prefix)
-        config = json.get("configuration", {})
-        if not isinstance(config, Mapping):
-            raise MetadataError(f"codec {name!r}: configuration must be an object, got {config!r}")
-        config = {k: v for k, v in config.items() if k != "id"}
-        # zarr-python fills these from the array's data type when they are absent.
-        if codec_id == "shuffle":
-            config.setdefault("elementsize", spec.dtype.itemsize)
-        elif codec_id in ("fixedscaleoffset", "quantize"):
-            config.setdefault("dtype", spec.dtype.str)
-        elif codec_id == "astype":
-            config.setdefault("decode_dtype", spec.dtype.str)
-        if codec_id in _NUMCODECS_ARRAY_ARRAY:
-            return NumcodecsArrayArrayCodec(codec_id, config)
-        if codec_id in _NUMCODECS_ARRAY_BYTES:
-            return NumcodecsArrayBytesCodec(codec_id, config)
-        if codec_id in _NUMCODECS_BYTES_BYTES:
-            return NumcodecsBytesBytesCodec(codec_id, config)
-        raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the codec's v3 JSON, as zarr-python writes it."""
-        return {"name": self.name, "configuration": dict(self.configuration)}
-
-    def __repr__(self) -> str:
-        return repr(self.numcodecs_codec)
-
-    def as_numcodecs(self) -> NumcodecsAbcCodec:
-        """Return the wrapped numcodecs codec."""
-        return self.numcodecs_codec
-
-
-class NumcodecsArrayArrayCodec(NumcodecsCodec, ArrayArrayCodec):
-    """A numcodecs filter (delta, fixedscaleoffset...) used as a v3 array->array codec."""
-
-    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
-        """Account for the data type or shape the filter produces."""
-        config = self.configuration
-        if self.codec_id in ("delta", "fixedscaleoffset") and config.get("astype"):
-            return ChunkSpec(spec.shape, np.dtype(config["astype"]))
-        if self.codec_id == "astype":
-            return ChunkSpec(spec.shape, np.dtype(config["encode_dtype"]))
-        if self.codec_id == "packbits":
-            return ChunkSpec((1 + math.ceil(math.prod(spec.shape) / 8),), np.dtype(np.uint8))
-        return spec
-
-    def encode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
-        """Apply the filter."""
-        encoded_spec = self.resolve(spec)
-        encoded = np.asarray(self.numcodecs_codec.encode(np.ascontiguousarray(array)))
-        return encoded.reshape(encoded_spec.shape)
-
-    def decode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
-        """Undo the filter."""
-        decoded = np.asarray(self.numcodecs_codec.decode(np.ascontiguousarray(array)))
-        return decoded.reshape(spec.shape)
-
-
-class NumcodecsArrayBytesCodec(NumcodecsCodec, ArrayBytesCodec):
-    """A numcodecs serializer (pcodec, zfpy) used as the v3 array->bytes codec."""
-
-    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
-        """Serialize."""
-        return self.numcodecs_codec.encode(np.ascontiguousarray(array))
-
-    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
-        """Deserialize."""
-        decoded = ensure_contiguous_ndarray(self.numcodecs_codec.decode(data))
-        return decoded.view(spec.dtype).reshape(spec.shape)
-
-
-class NumcodecsBytesBytesCodec(NumcodecsCodec, BytesBytesCodec):
-    """A numcodecs compressor or checksum (zlib, lzma, bz2, lz4...) used as a v3 bytes->bytes codec."""
-
-    def encode(self, data: Buffer) -> Buffer:
-        """Encode."""
-        return self.numcodecs_codec.encode(data)
-
-    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
-        """Decode (Blosc and Zstandard frames are checked against their headers first)."""
-        return decode_checked(self.numcodecs_codec, data, decoded_size, out)

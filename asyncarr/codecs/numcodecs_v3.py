@@ -1,0 +1,143 @@
+"""numcodecs codecs in Zarr v3 arrays, under zarr-python 3's ``numcodecs.<id>`` names.
+
+zarr-python 3 writes numcodecs codecs that have no v3 spec name (Delta, Zlib, LZMA, BZ2...) as
+``{"name": "numcodecs.<id>", "configuration": <numcodecs config without "id">}``; these wrappers
+read and write them the same way, as array->array, array->bytes or bytes->bytes codecs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numcodecs
+import numpy as np
+from numcodecs.abc import Codec as NumcodecsAbcCodec
+from numcodecs.compat import ensure_contiguous_ndarray
+
+from asyncarr.codecs.v3 import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    Buffer,
+    BytesBytesCodec,
+    ChunkSpec,
+    V3Codec,
+    decode_checked,
+)
+from asyncarr.errors import MetadataError
+
+__all__ = ["NumcodecsArrayArrayCodec", "NumcodecsArrayBytesCodec", "NumcodecsBytesBytesCodec", "NumcodecsCodec"]
+
+
+# zarr-python 3.1.6's `zarr.codecs.numcodecs`: which `numcodecs.<id>` codecs map arrays to arrays,
+# and which serialize arrays; every other id it registers is bytes->bytes.
+_NUMCODECS_ARRAY_ARRAY = frozenset({"delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"})
+_NUMCODECS_ARRAY_BYTES = frozenset({"pcodec", "zfpy"})
+_NUMCODECS_BYTES_BYTES = frozenset(
+    {
+        "blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle",
+        "crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3",
+    }
+)  # fmt: skip
+
+
+class NumcodecsCodec(V3Codec):
+    """A numcodecs codec under its zarr-python 3 name ``numcodecs.<id>``; see its subclasses."""
+
+    prefix: ClassVar[str] = "numcodecs."
+
+    def __init__(self, codec_id: str, configuration: Mapping[str, Any]) -> None:
+        self.codec_id = codec_id
+        self.name = self.prefix + codec_id  # type: ignore[misc]
+        self.configuration = dict(configuration)
+        try:
+            self.numcodecs_codec = numcodecs.get_codec({"id": codec_id, **self.configuration})
+        except Exception as exc:
+            raise MetadataError(f"codec {self.name!r}: invalid configuration {self.configuration!r}: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> NumcodecsCodec:  # type: ignore[override]
+        """Build the array->array, array->bytes or bytes->bytes wrapper that the id calls for."""
+        name = json["name"]
+        codec_id = name.removeprefix(cls.prefix)
+        config = json.get("configuration", {})
+        if not isinstance(config, Mapping):
+            raise MetadataError(f"codec {name!r}: configuration must be an object, got {config!r}")
+        config = {k: v for k, v in config.items() if k != "id"}
+        # zarr-python fills these from the array's data type when they are absent.
+        if codec_id == "shuffle":
+            config.setdefault("elementsize", spec.dtype.itemsize)
+        elif codec_id in ("fixedscaleoffset", "quantize"):
+            config.setdefault("dtype", spec.dtype.str)
+        elif codec_id == "astype":
+            config.setdefault("decode_dtype", spec.dtype.str)
+        if codec_id in _NUMCODECS_ARRAY_ARRAY:
+            return NumcodecsArrayArrayCodec(codec_id, config)
+        if codec_id in _NUMCODECS_ARRAY_BYTES:
+            return NumcodecsArrayBytesCodec(codec_id, config)
+        if codec_id in _NUMCODECS_BYTES_BYTES:
+            return NumcodecsBytesBytesCodec(codec_id, config)
+        raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON, as zarr-python writes it."""
+        return {"name": self.name, "configuration": dict(self.configuration)}
+
+    def __repr__(self) -> str:
+        return repr(self.numcodecs_codec)
+
+    def as_numcodecs(self) -> NumcodecsAbcCodec:
+        """Return the wrapped numcodecs codec."""
+        return self.numcodecs_codec
+
+
+class NumcodecsArrayArrayCodec(NumcodecsCodec, ArrayArrayCodec):
+    """A numcodecs filter (delta, fixedscaleoffset...) used as a v3 array->array codec."""
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """Account for the data type or shape the filter produces."""
+        config = self.configuration
+        if self.codec_id in ("delta", "fixedscaleoffset") and config.get("astype"):
+            return ChunkSpec(spec.shape, np.dtype(config["astype"]))
+        if self.codec_id == "astype":
+            return ChunkSpec(spec.shape, np.dtype(config["encode_dtype"]))
+        if self.codec_id == "packbits":
+            return ChunkSpec((1 + math.ceil(math.prod(spec.shape) / 8),), np.dtype(np.uint8))
+        return spec
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Apply the filter."""
+        encoded_spec = self.resolve(spec)
+        encoded = np.asarray(self.numcodecs_codec.encode(np.ascontiguousarray(array)))
+        return encoded.reshape(encoded_spec.shape)
+
+    def decode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Undo the filter."""
+        decoded = np.asarray(self.numcodecs_codec.decode(np.ascontiguousarray(array)))
+        return decoded.reshape(spec.shape)
+
+
+class NumcodecsArrayBytesCodec(NumcodecsCodec, ArrayBytesCodec):
+    """A numcodecs serializer (pcodec, zfpy) used as the v3 array->bytes codec."""
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
+        """Serialize."""
+        return self.numcodecs_codec.encode(np.ascontiguousarray(array))
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
+        """Deserialize."""
+        decoded = ensure_contiguous_ndarray(self.numcodecs_codec.decode(data))
+        return decoded.view(spec.dtype).reshape(spec.shape)
+
+
+class NumcodecsBytesBytesCodec(NumcodecsCodec, BytesBytesCodec):
+    """A numcodecs compressor or checksum (zlib, lzma, bz2, lz4...) used as a v3 bytes->bytes codec."""
+
+    def encode(self, data: Buffer) -> Buffer:
+        """Encode."""
+        return self.numcodecs_codec.encode(data)
+
+    def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
+        """Decode (Blosc and Zstandard frames are checked against their headers first)."""
+        return decode_checked(self.numcodecs_codec, data, decoded_size, out)
