@@ -122,6 +122,8 @@ def guess_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 
 def _normalize_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, np.ndarray):
+        shape = shape.tolist()
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool | np.bool_):
         shape = (shape,)
     if not isinstance(shape, Sequence) or isinstance(shape, str):
@@ -148,6 +150,8 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tupl
         return tuple(max(extent, 1) for extent in shape)
     if isinstance(chunks, numbers.Integral) and not isinstance(chunks, np.bool_):
         chunks = (chunks,) * len(shape)
+    if isinstance(chunks, np.ndarray):
+        chunks = chunks.tolist()
     if not isinstance(chunks, Sequence) or isinstance(chunks, str):
         raise TypeError(f"chunks must be an int, a tuple of ints, True or None, got {chunks!r}")
     if chunks and all(isinstance(c, tuple | list) for c in chunks):
