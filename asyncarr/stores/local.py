@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -26,9 +27,13 @@ _TEMP_PREFIX = ".asyncarr-tmp-"
 # Disk reads gain from a few requests in flight (page-cache misses, network filesystems)
 # beyond the number of cores; more threads than this only add contention.
 _IO_THREADS = min(32, 4 * (os.cpu_count() or 1) + 4)
+# Big enough to amortise a thread hop and a loop wake-up, small enough that results of a
+# large gather start arriving (and decoding) early.
+_MAX_BATCH = 64
 _CREATE_ATTEMPTS = 4
 
 _T = TypeVar("_T")
+_Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
@@ -47,19 +52,83 @@ def _forget_executor_after_fork() -> None:
     global _executor, _executor_lock
     _executor = None
     _executor_lock = threading.Lock()
+    _batchers.clear()
 
 
+class _LoopBatcher:
+    """Hands one event loop's file jobs to the I/O threads in batches.
+
+    Jobs submitted in one loop iteration (a gather of chunk reads) share a few thread hops and
+    wake the loop once per batch instead of once per job: most of the cost of a small read.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop_ref = weakref.ref(loop)  # a strong reference would keep the registry's key alive
+        self._pending: list[_Job] = []
+
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, function: Callable[..., _T], args: tuple[Any, ...]
+    ) -> asyncio.Future[_T]:
+        future = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        self._pending.append((future, function, args))
+        return future
+
+    def _flush(self) -> None:
+        jobs, self._pending = self._pending, []
+        executor = _io_executor()
+        size = min(_MAX_BATCH, -(-len(jobs) // _IO_THREADS))
+        for start in range(0, len(jobs), size):
+            executor.submit(self._run, jobs[start : start + size])
+
+    def _run(self, jobs: list[_Job]) -> None:
+        outcomes = []
+        for future, function, args in jobs:
+            try:
+                outcomes.append((future, function(*args), None))
+            except BaseException as exc:  # delivered to the awaiting task, which re-raises it
+                outcomes.append((future, None, exc))
+        loop = self._loop_ref()
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(_deliver, outcomes)
+            except RuntimeError:  # the loop closed meanwhile: nobody waits for these results
+                pass
+
+
+def _deliver(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, exc in outcomes:
+        if future.done():  # cancelled while the job ran
+            continue
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
+
+
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatcher] = weakref.WeakKeyDictionary()
+_batchers_lock = threading.Lock()
 os.register_at_fork(after_in_child=_forget_executor_after_fork)
 
 
-async def _in_io_thread(function: Callable[..., _T], *args: Any) -> _T:
-    return await asyncio.get_running_loop().run_in_executor(_io_executor(), function, *args)
+def _in_io_thread(function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+    """Run ``function(*args)`` on an I/O thread, batched with the loop's other file jobs."""
+    loop = asyncio.get_running_loop()
+    batcher = _batchers.get(loop)
+    if batcher is None:
+        with _batchers_lock:
+            batcher = _batchers.setdefault(loop, _LoopBatcher(loop))
+    return batcher.submit(loop, function, args)
 
 
-def _batches(items: list[_T]) -> list[list[_T]]:
-    """Split ``items`` into at most one contiguous batch per I/O thread."""
-    size = -(-len(items) // _IO_THREADS)
-    return [items[i : i + size] for i in range(0, len(items), size)]
+async def _all_of(futures: list[asyncio.Future[_T]]) -> list[_T]:
+    """Wait for every future, then raise the first failure (so no exception goes unretrieved)."""
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
 
 
 class LocalStore(Store):
@@ -93,12 +162,9 @@ class LocalStore(Store):
         return await _in_io_thread(self._read_file, self._file_path(key), key, byte_range)
 
     async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Read many files, one batch per I/O thread, to keep the per-key overhead small."""
+        """Read many files in a few batched thread hops (no task per key)."""
         jobs = [(self._file_path(key), key, byte_range) for key, byte_range in requests]
-        if len(jobs) <= 1:
-            return [await _in_io_thread(self._read_file, *job) for job in jobs]
-        parts = await asyncio.gather(*(_in_io_thread(self._read_batch, batch) for batch in _batches(jobs)))
-        return [value for part in parts for value in part]
+        return await _all_of([_in_io_thread(self._read_file, *job) for job in jobs])
 
     async def set(self, key: str, value: bytes) -> None:
         """Write ``value`` to the file at ``key`` atomically, creating directories as needed."""
@@ -106,11 +172,10 @@ class LocalStore(Store):
         await _in_io_thread(self._write_file, self._file_path(key), key, value)
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        """Write many files atomically, one batch per I/O thread."""
+        """Write many files atomically in a few batched thread hops."""
         self._check_writable()
         jobs = [(self._file_path(key), key, value) for key, value in items]
-        if jobs:
-            await asyncio.gather(*(_in_io_thread(self._write_batch, batch) for batch in _batches(jobs)))
+        await _all_of([_in_io_thread(self._write_file, *job) for job in jobs])
 
     async def delete(self, key: str) -> None:
         """Remove the file at ``key`` and any directories that leaves empty; a missing key is fine."""
@@ -118,11 +183,10 @@ class LocalStore(Store):
         await _in_io_thread(self._delete_file, self._file_path(key), key)
 
     async def delete_many(self, keys: Iterable[str]) -> None:
-        """Remove many files, one batch per I/O thread."""
+        """Remove many files in a few batched thread hops."""
         self._check_writable()
         jobs = [(self._file_path(key), key) for key in keys]
-        if jobs:
-            await asyncio.gather(*(_in_io_thread(self._delete_batch, batch) for batch in _batches(jobs)))
+        await _all_of([_in_io_thread(self._delete_file, *job) for job in jobs])
 
     async def exists(self, key: str) -> bool:
         """Whether a regular file is stored at ``key``."""
@@ -182,9 +246,6 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._error(key, exc) from exc
 
-    def _read_batch(self, jobs: list[tuple[str, str, ByteRange | None]]) -> list[bytes | None]:
-        return [self._read_file(path, key, byte_range) for path, key, byte_range in jobs]
-
     def _write_file(self, path: str, key: str, value: bytes) -> None:
         directory = os.path.dirname(path)
         temp_path = os.path.join(directory, _TEMP_PREFIX + os.urandom(8).hex())
@@ -201,10 +262,6 @@ class LocalStore(Store):
                 raise self._error(key, exc) from exc
             raise
 
-    def _write_batch(self, jobs: list[tuple[str, str, bytes]]) -> None:
-        for path, key, value in jobs:
-            self._write_file(path, key, value)
-
     def _delete_file(self, path: str, key: str) -> None:
         try:
             os.unlink(path)
@@ -215,10 +272,6 @@ class LocalStore(Store):
                 return
             raise self._error(key, exc) from exc
         self._prune_empty_parents(path)
-
-    def _delete_batch(self, jobs: list[tuple[str, str]]) -> None:
-        for path, key in jobs:
-            self._delete_file(path, key)
 
     def _prune_empty_parents(self, path: str) -> None:
         directory = os.path.dirname(path)
@@ -274,7 +327,8 @@ class LocalStore(Store):
 
         try:
             if not prefix:
-                targets = [entry.path for entry in os.scandir(self._root)]
+                with os.scandir(self._root) as entries:
+                    targets = [entry.path for entry in entries]
             else:
                 targets = [self._dir_path(prefix)]
             for target in targets:

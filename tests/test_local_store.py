@@ -1,0 +1,231 @@
+"""LocalStore specifics: files on disk, atomic writes, safety of the root, error mapping.
+
+The behaviour every store shares is tested once, in test_stores.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import re
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncarr.errors import AccessDeniedError, StoreError
+from asyncarr.stores import ByteRange, LocalStore
+
+NESTED = {"zarr.json": b"{}", "a/zarr.json": b"{}", "a/c/0/0": b"chunk 0 0", "a/c/1/0": b"chunk 1 0", "b": b""}
+UNSAFE_KEYS = ["../escape", "a/../../escape", "/etc/escape", "a/./b", "./a", "a\\..\\b", "C:/escape"]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def listing(store: LocalStore, prefix: str = "") -> list[str]:
+    async def collect() -> list[str]:
+        return [key async for key in store.list_prefix(prefix)]
+
+    return run(collect())
+
+
+def children(store: LocalStore, prefix: str = "") -> list[str]:
+    async def collect() -> list[str]:
+        return [name async for name in store.list_dir(prefix)]
+
+    return run(collect())
+
+
+def fill(store: LocalStore, items: dict[str, bytes]) -> None:
+    run(store.set_many(list(items.items())))
+
+
+def files_under(directory: Path) -> dict[str, bytes]:
+    """Every regular file below ``directory`` (relative path -> content): the reference for LocalStore."""
+    return {
+        str(path.relative_to(directory)): path.read_bytes() for path in sorted(directory.rglob("*")) if path.is_file()
+    }
+
+
+def test_local_keys_are_nested_files_under_the_root(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "root")
+    fill(store, NESTED)
+    assert files_under(tmp_path / "root") == NESTED
+    (tmp_path / "root" / "made" / "by").mkdir(parents=True)
+    (tmp_path / "root" / "made" / "by" / "hand").write_bytes(b"outside write")
+    assert run(store.get("made/by/hand")) == b"outside write"
+    assert store.location == "file://" + str(tmp_path / "root")
+
+
+def test_local_root_is_created_by_the_first_write_not_by_reads(tmp_path: Path) -> None:
+    root = tmp_path / "missing" / "root"
+    store = LocalStore(root, read_only=False)
+    assert run(store.get("zarr.json")) is None and listing(store) == [] and children(store) == []
+    assert not root.parent.exists()
+    run(store.set("zarr.json", b"{}"))
+    assert (root / "zarr.json").read_bytes() == b"{}"
+
+
+def test_local_unsafe_keys_write_nothing_outside_the_root(tmp_path: Path) -> None:
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "neighbour").write_bytes(b"keep")
+    store = LocalStore(parent / "root")
+    before = files_under(tmp_path)
+    escaping = [*UNSAFE_KEYS, "../neighbour", "a/../../neighbour"]
+    for key in [*escaping, "", "a//b", "trailing/"]:
+        for operation in (store.set(key, b"overwritten"), store.delete(key)):
+            with pytest.raises(ValueError, match="store key"):
+                run(operation)
+    for prefix in [key for key in escaping if not key.startswith("/")]:  # prefixes may start with '/'
+        with pytest.raises(ValueError, match="store key"):
+            run(store.delete_prefix(prefix))
+    assert files_under(tmp_path) == before
+    assert not (parent / "root").exists()
+
+
+def test_local_directory_at_a_key_reads_as_missing(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    run(store.set("group/array/zarr.json", b"{}"))
+    assert run(store.get("group")) is None
+    assert run(store.exists("group")) is False
+    assert run(store.getsize("group/array")) is None
+    run(store.delete("group"))  # a directory is not a key: nothing happens
+    assert run(store.get("group/array/zarr.json")) == b"{}"
+
+
+def test_local_range_read_of_a_huge_sparse_file_reads_only_the_range(tmp_path: Path) -> None:
+    huge = tmp_path / "shard"
+    with open(huge, "wb") as file:
+        file.truncate(8 << 30)  # 8 GiB of holes: reading it whole would exhaust memory
+        file.seek((8 << 30) - 4)
+        file.write(b"tail")
+    store = LocalStore(tmp_path)
+    assert run(store.get("shard", ByteRange.last(6))) == b"\0\0tail"
+    assert run(store.get("shard", ByteRange((8 << 30) - 2, 100))) == b"il"
+    assert run(store.getsize("shard")) == 8 << 30
+
+
+def test_local_reader_never_sees_a_torn_value_while_another_thread_rewrites(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    versions = [bytes([n]) * (4 << 20) for n in (1, 2)]
+    run(store.set("chunk", versions[0]))
+    stop = threading.Event()
+    torn: list[int] = []
+
+    async def rewrite() -> None:
+        for i in range(40):
+            await store.set("chunk", versions[i % 2])
+
+    async def read() -> None:
+        while not stop.is_set():
+            value = await store.get("chunk")
+            if value not in versions:
+                torn.append(len(value or b""))
+
+    writer = threading.Thread(target=lambda: run(rewrite()))
+    reader = threading.Thread(target=lambda: run(read()))
+    reader.start()
+    writer.start()
+    writer.join()
+    stop.set()
+    reader.join()
+    assert torn == []
+    assert [p.name for p in tmp_path.iterdir()] == ["chunk"]  # no temp file left behind
+
+
+def test_local_temp_files_are_never_listed_and_their_names_are_not_keys(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    fill(store, {"a/b": b"1", "c": b"2"})
+    # Leftovers of a writer that crashed between creating and renaming its temp file.
+    (tmp_path / ".asyncarr-tmp-0123").write_bytes(b"partial")
+    (tmp_path / "a" / ".asyncarr-tmp-4567").write_bytes(b"partial")
+    assert sorted(listing(store)) == ["a/b", "c"]
+    assert sorted(children(store)) == ["a", "c"] and children(store, "a") == ["b"]
+    with pytest.raises(ValueError, match="reserved for temporary files"):
+        run(store.set("a/.asyncarr-tmp-4567", b"x"))
+
+
+def test_local_failed_write_keeps_the_old_value_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    fill(store, {"blocked/inner": b"old", "file": b"plain"})
+    with pytest.raises(StoreError, match=f"file://{tmp_path}/blocked"):
+        run(store.set("blocked", b"a directory is in the way"))
+    with pytest.raises(StoreError, match=f"file://{tmp_path}/file/below"):
+        run(store.set("file/below", b"a file is in the way"))
+    assert files_under(tmp_path) == {"blocked/inner": b"old", "file": b"plain"}
+
+
+def _make_unwritable(directory: Path) -> bool:
+    """Make ``directory`` refuse new files; False if this user cannot be refused (root on a plain fs)."""
+    directory.chmod(0o555)
+    probe = directory / "probe"
+    try:
+        probe.write_bytes(b"")
+    except PermissionError:
+        return True
+    probe.unlink()
+    # Root ignores permission bits but not the immutable attribute, where the filesystem has it.
+    chattr = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, check=False)
+    return chattr.returncode == 0
+
+
+def test_local_permission_error_is_access_denied_naming_the_url(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    store = LocalStore(locked)
+    try:
+        refused = _make_unwritable(locked)
+        if refused:
+            with pytest.raises(AccessDeniedError, match=f"file://{locked}/zarr.json: permission denied"):
+                run(store.set("zarr.json", b"{}"))
+            assert isinstance(AccessDeniedError(), PermissionError)
+        else:
+            # No way to refuse this user; at least a root that cannot be a directory is a StoreError.
+            (tmp_path / "not_a_dir").write_bytes(b"")
+            with pytest.raises(StoreError, match=re.escape(f"file://{tmp_path}/not_a_dir/zarr.json")):
+                run(LocalStore(tmp_path / "not_a_dir").set("zarr.json", b"{}"))
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], capture_output=True, check=False)
+        locked.chmod(0o755)
+    assert list(locked.iterdir()) == []
+
+
+def test_local_delete_prunes_empty_directories_but_keeps_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    fill(store, {"a/c/0/0": b"x", "a/zarr.json": b"{}"})
+    run(store.delete("a/c/0/0"))
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["a", "a/zarr.json"]
+    run(store.delete("a/zarr.json"))
+    assert root.is_dir() and list(root.iterdir()) == []
+
+
+def test_local_delete_prefix_does_not_follow_symlinks_out_of_the_root(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"keep")
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    run(store.set("a/b", b"x"))
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    (root / "a" / "link").symlink_to(outside, target_is_directory=True)
+    run(store.delete_prefix("a"))
+    run(store.delete_prefix("link"))
+    assert (outside / "precious").read_bytes() == b"keep"
+    assert not (root / "link").exists() and not (root / "a").exists()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    run(store.delete_prefix(""))
+    assert (outside / "precious").read_bytes() == b"keep"
+    assert root.is_dir() and list(root.iterdir()) == []
+
+
+def test_local_store_pickles_as_root_and_read_only(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, read_only=True)
+    assert store.__getstate__() == {"root": str(tmp_path), "read_only": True}
+    restored = pickle.loads(pickle.dumps(store))
+    assert restored.root == str(tmp_path) and restored.read_only is True
