@@ -193,7 +193,7 @@ class Store(abc.ABC):
         value = await self.get(key)
         return None if value is None else len(value)
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - an optional hook: most stores hold nothing to release
         """Release connections and files; the store may not be used afterwards."""
 
     # -- helpers for subclasses and callers ---------------------------------------------
@@ -203,7 +203,8 @@ class Store(abc.ABC):
         """The semaphore bounding this store's requests in the running event loop."""
         bound = self.__dict__.get("_limiters")
         if bound is None:
-            bound = self.__dict__.setdefault("_limiters", _LoopBound(lambda: asyncio.Semaphore(config.get("concurrency"))))
+            bound = _LoopBound(lambda: asyncio.Semaphore(config.get("concurrency")))
+            bound = self.__dict__.setdefault("_limiters", bound)
         return bound.get()
 
     def _check_writable(self) -> None:
