@@ -106,6 +106,30 @@ def test_save_small_2d_array_and_load_returns_equal_ndarray(in_tmp):
     np.testing.assert_array_equal(zarr.load("array_XS.zarr"), array_XS)
 
 
+def test_save_several_arrays_makes_a_group_that_loads_as_a_dict_like_zarr_python(in_tmp):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 2)), np.arange(10)
+
+    za.save("positional.zarr", a, b)
+    zarr.save("positional_reference.zarr", a, b)
+    reference = zarr.open_group("positional_reference.zarr", mode="r")
+    loaded = za.load("positional.zarr")
+    assert sorted(loaded) == sorted(reference.array_keys())  # zarr names them arr_0, arr_1
+    for name in reference.array_keys():
+        assert type(loaded[name]) is np.ndarray
+        np.testing.assert_array_equal(loaded[name], reference[name][:])
+
+    za.save("named.zarr", xs=a, steps=b)
+    assert type(za.open("named.zarr", mode="r")) is za.Group
+    loaded = za.load("named.zarr")
+    assert sorted(loaded) == ["steps", "xs"]
+    np.testing.assert_array_equal(loaded["xs"], a)
+    np.testing.assert_array_equal(loaded["steps"], b)
+    from_zarr_python = zarr.open_group("named.zarr", mode="r")
+    np.testing.assert_array_equal(from_zarr_python["xs"][:], a)
+    np.testing.assert_array_equal(from_zarr_python["steps"][:], b)
+
+
 def test_save_large_random_3d_array_is_smaller_on_disk_with_default_compression(in_tmp):
     array_L = np.random.default_rng(1).random((100, 100, 10))
     za.save("array_L.zarr", array_L)
