@@ -144,12 +144,29 @@ def test_normalize_compression_rejects_unknown_names_and_options() -> None:
         normalize_compression("zlib", {"nonsense": 1})
 
 
+@pytest.mark.parametrize(
+    "compressor",
+    [numcodecs.Blosc(), numcodecs.Zstd(level=1), numcodecs.Zstd(checksum=True), numcodecs.GZip(3), numcodecs.LZMA()],
+    ids=repr,
+)
+def test_normalize_compressor_v2_writes_the_zarray_form_zarr_python_writes(compressor) -> None:
+    store: dict = {}
+    zarr.create_array(
+        store=zarr.storage.MemoryStore(store), shape=(4,), chunks=(2,), dtype="i4", zarr_format=2,
+        compressors=compressor, filters=[numcodecs.Delta(dtype="<i4")],
+    )  # fmt: skip
+    written = json.loads(store[".zarray"].to_bytes())
+    assert normalize_compressor(compressor, 2) == written["compressor"]
+    assert normalize_compressor(compressor.get_config(), 2) == written["compressor"]
+    assert list(normalize_filters([numcodecs.Delta(dtype="<i4")], 2)) == written["filters"]
+
+
 def test_normalize_compressor_and_filters_for_each_format() -> None:
     i4 = np.dtype("i4")
     default_v2 = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}
     assert normalize_compressor("default", 2) == default_v2
     assert normalize_compressor(None, 2) is None
-    assert normalize_compressor({"id": "zstd", "level": 1}, 2) == numcodecs.Zstd(level=1).get_config()
+    assert normalize_compressor({"id": "zstd", "level": 1}, 2) == {"id": "zstd", "level": 1}
     assert normalize_compressor(numcodecs.GZip(3), 2) == {"id": "gzip", "level": 3}
     assert normalize_compressor({"name": "gzip", "configuration": {"level": 3}}, 2, i4) == {"id": "gzip", "level": 3}
     default_v3 = {"typesize": 4, "cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0}
@@ -176,15 +193,15 @@ def test_normalize_compressor_and_filters_for_each_format() -> None:
 
 def test_normalize_codecs_inserts_bytes_and_checks_the_order() -> None:
     i4 = np.dtype("i4")
-    chain = normalize_codecs([{"name": "transpose", "configuration": {"order": [1, 0]}}, numcodecs.Zstd()], i4, 2)
+    chain = normalize_codecs([{"name": "transpose", "configuration": {"order": [1, 0]}}, numcodecs.Zstd()], i4)
     assert chain == (
         {"name": "transpose", "configuration": {"order": [1, 0]}},
         {"name": "bytes", "configuration": {"endian": "little"}},
         {"name": "zstd", "configuration": {"level": 0, "checksum": False}},
     )
-    assert normalize_codecs([], np.dtype("u1"), 1) == ({"name": "bytes"},)
+    assert normalize_codecs([], np.dtype("u1")) == ({"name": "bytes"},)
     with pytest.raises(ValueError, match="invalid codec chain"):
-        normalize_codecs([numcodecs.Zstd(), numcodecs.Delta(dtype="<i4")], i4, 1)
+        normalize_codecs([numcodecs.Zstd(), numcodecs.Delta(dtype="<i4")], i4)
 
 
 # --- the codec thread pool ---------------------------------------------------------------------

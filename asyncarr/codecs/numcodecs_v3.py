@@ -27,7 +27,13 @@ from asyncarr.codecs.v3 import (
 )
 from asyncarr.errors import MetadataError
 
-__all__ = ["NumcodecsArrayArrayCodec", "NumcodecsArrayBytesCodec", "NumcodecsBytesBytesCodec", "NumcodecsCodec"]
+__all__ = [
+    "NumcodecsArrayArrayCodec",
+    "NumcodecsArrayBytesCodec",
+    "NumcodecsBytesBytesCodec",
+    "NumcodecsCodec",
+    "numcodecs_codec_class",
+]
 
 
 # zarr-python 3.1.6's `zarr.codecs.numcodecs`: which `numcodecs.<id>` codecs map arrays to arrays,
@@ -58,7 +64,7 @@ class NumcodecsCodec(V3Codec):
 
     @classmethod
     def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> NumcodecsCodec:  # type: ignore[override]
-        """Build the array->array, array->bytes or bytes->bytes wrapper that the id calls for."""
+        """Build the array->array, array->bytes or bytes->bytes wrapper the id calls for."""
         name = json["name"]
         codec_id = name.removeprefix(cls.prefix)
         config = json.get("configuration", {})
@@ -72,13 +78,7 @@ class NumcodecsCodec(V3Codec):
             config.setdefault("dtype", spec.dtype.str)
         elif codec_id == "astype":
             config.setdefault("decode_dtype", spec.dtype.str)
-        if codec_id in _NUMCODECS_ARRAY_ARRAY:
-            return NumcodecsArrayArrayCodec(codec_id, config)
-        if codec_id in _NUMCODECS_ARRAY_BYTES:
-            return NumcodecsArrayBytesCodec(codec_id, config)
-        if codec_id in _NUMCODECS_BYTES_BYTES:
-            return NumcodecsBytesBytesCodec(codec_id, config)
-        raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")
+        return numcodecs_codec_class(name)(codec_id, config)
 
     def to_json(self) -> dict[str, Any]:
         """Return the codec's v3 JSON, as zarr-python writes it."""
@@ -141,3 +141,15 @@ class NumcodecsBytesBytesCodec(NumcodecsCodec, BytesBytesCodec):
     def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
         """Decode (Blosc and Zstandard frames are checked against their headers first)."""
         return decode_checked(self.numcodecs_codec, data, decoded_size, out)
+
+
+def numcodecs_codec_class(name: str) -> type[NumcodecsCodec]:
+    """Return the wrapper class for ``numcodecs.<id>``, by the kind zarr-python gives that id."""
+    codec_id = name.removeprefix(NumcodecsCodec.prefix)
+    if codec_id in _NUMCODECS_ARRAY_ARRAY:
+        return NumcodecsArrayArrayCodec
+    if codec_id in _NUMCODECS_ARRAY_BYTES:
+        return NumcodecsArrayBytesCodec
+    if codec_id in _NUMCODECS_BYTES_BYTES:
+        return NumcodecsBytesBytesCodec
+    raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")

@@ -10,6 +10,7 @@ zarr-2 tutorial's ``compression=``/``compression_opts=``) into the form the meta
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from asyncarr.codecs.v3 import (
     BytesBytesCodec,
     ChunkSpec,
     V3Codec,
+    codec_class,
     codec_from_json,
 )
 from asyncarr.errors import MetadataError
@@ -142,7 +144,7 @@ def normalize_compression(compression: Any, compression_opts: Any = None) -> Cod
         return codec_class(compression_opts)
     except (TypeError, ValueError) as exc:
         raise ValueError(
-            f"invalid compression_opts {compression_opts!r} for compression {compression!r}: {exc}"
+            f"cannot build codec {compression!r} from compression_opts={compression_opts!r}: {exc}"
         ) from exc
 
 
@@ -165,11 +167,20 @@ def _as_v3_json(value: Any, dtype: np.dtype | None) -> dict[str, Any]:
         return {k: v for k, v in value.items() if k in ("name", "configuration")}
     if hasattr(value, "to_dict") and not isinstance(value, (Codec, Mapping)):
         # a zarr-python 3 codec object (zarr.codecs.BloscCodec, zarr.codecs.numcodecs.Delta...)
-        return _as_v3_json(value.to_dict(), dtype)
+        return _as_v3_json(json.loads(json.dumps(value.to_dict())), dtype)
+    if value == "bytes":
+        return bytes_codec_json(_require_dtype(dtype))
+    if value == "crc32c":
+        return {"name": "crc32c"}
     codec = _as_numcodecs(value, dtype)
     if codec is None:
         raise ValueError("None is not a codec")
     return to_v3_json(codec, _require_dtype(dtype))
+
+
+def _is_one_codec(value: Any) -> bool:
+    """True for a single codec (rather than a list of them) in any accepted form."""
+    return isinstance(value, (Codec, Mapping, V3Codec, str)) or hasattr(value, "to_dict")
 
 
 def _require_dtype(dtype: np.dtype | None) -> np.dtype:
@@ -178,12 +189,21 @@ def _require_dtype(dtype: np.dtype | None) -> np.dtype:
     return np.dtype(dtype)
 
 
-def _codec_kind(json: Mapping[str, Any], dtype: np.dtype, ndim: int) -> type[V3Codec]:
-    codec = codec_from_json(json, ChunkSpec((1,) * ndim, dtype))
+def _codec_kind(codec_json: Mapping[str, Any]) -> type[V3Codec]:
+    cls = codec_class(codec_json["name"])
     for kind in (ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec):
-        if isinstance(codec, kind):
+        if issubclass(cls, kind):
             return kind
-    raise MetadataError(f"codec {json.get('name')!r} is of no known kind")  # pragma: no cover - defensive
+    raise MetadataError(f"codec {codec_json.get('name')!r} is of no known kind")  # pragma: no cover - defensive
+
+
+def v2_config(codec: Codec) -> dict[str, Any]:
+    """The ``.zarray`` form of a numcodecs codec, written as zarr-python writes it."""
+    config = codec.get_config()
+    # numcodecs >= 0.13 adds Zstd's "checksum": false, which tensorstore rejects as an unknown member.
+    if config.get("id") == "zstd" and not config.get("checksum", False):
+        config.pop("checksum", None)
+    return config
 
 
 def normalize_compressor(value: Any, zarr_format: int, dtype: np.dtype | None = None) -> dict | None:
@@ -197,15 +217,15 @@ def normalize_compressor(value: Any, zarr_format: int, dtype: np.dtype | None = 
         value = default_compressor()
     if zarr_format == 2:
         codec = _as_numcodecs(value, dtype)
-        return None if codec is None else codec.get_config()
+        return None if codec is None else v2_config(codec)
     if zarr_format != 3:
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
     if isinstance(value, str) and value.lower() == "none":
         return None
-    json = _as_v3_json(value, dtype)
-    if _codec_kind(json, _require_dtype(dtype), 1) is not BytesBytesCodec:
+    codec_json = _as_v3_json(value, dtype)
+    if _codec_kind(codec_json) is not BytesBytesCodec:
         raise ValueError(f"compressor {value!r} is not a bytes->bytes codec; pass it in filters= or codecs=")
-    return json
+    return codec_json
 
 
 def normalize_filters(value: Any, zarr_format: int, dtype: np.dtype | None = None) -> tuple[dict, ...] | None:
@@ -214,17 +234,17 @@ def normalize_filters(value: Any, zarr_format: int, dtype: np.dtype | None = Non
     (empty for none; `dtype` required)."""
     if value is None:
         return None if zarr_format == 2 else ()
-    items = [value] if isinstance(value, (Codec, Mapping, V3Codec)) or hasattr(value, "to_dict") else list(value)
+    items = [value] if _is_one_codec(value) else list(value)
     if zarr_format == 2:
         codecs = [_as_numcodecs(item, dtype) for item in items]
-        return tuple(codec.get_config() for codec in codecs if codec is not None) or None
+        return tuple(v2_config(codec) for codec in codecs if codec is not None) or None
     if zarr_format != 3:
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-    jsons = tuple(_as_v3_json(item, dtype) for item in items)
-    for item, json in zip(items, jsons, strict=True):
-        if _codec_kind(json, _require_dtype(dtype), 1) is not ArrayArrayCodec:
+    codec_jsons = tuple(_as_v3_json(item, dtype) for item in items)
+    for item, codec_json in zip(items, codec_jsons, strict=True):
+        if _codec_kind(codec_json) is not ArrayArrayCodec:
             raise ValueError(f"filter {item!r} is not an array->array codec; pass it as compressor= or in codecs=")
-    return jsons
+    return codec_jsons
 
 
 def bytes_codec_json(dtype: np.dtype) -> dict[str, Any]:
@@ -255,23 +275,23 @@ def v3_codec_chain(
     return tuple(chain)
 
 
-def normalize_codecs(codecs: Iterable[Any] | Any, dtype: np.dtype, ndim: int) -> tuple[dict[str, Any], ...]:
+def normalize_codecs(codecs: Iterable[Any] | Any, dtype: np.dtype) -> tuple[dict[str, Any], ...]:
     """Turn a ``codecs=`` argument into a v3 codec chain; a chain without an array->bytes codec
     gets ``bytes`` inserted after its array->array codecs. Raises `ValueError` if out of order."""
     dtype = np.dtype(dtype)
-    items = [codecs] if isinstance(codecs, (Codec, Mapping, V3Codec, str)) or hasattr(codecs, "to_dict") else codecs
-    jsons = [_as_v3_json(item, dtype) for item in items]
-    kinds = [_codec_kind(json, dtype, ndim) for json in jsons]
+    items = [codecs] if _is_one_codec(codecs) else list(codecs)
+    codec_jsons = [_as_v3_json(item, dtype) for item in items]
+    kinds = [_codec_kind(codec_json) for codec_json in codec_jsons]
     if ArrayBytesCodec not in kinds:
         position = sum(1 for kind in kinds if kind is ArrayArrayCodec)
-        jsons.insert(position, bytes_codec_json(dtype))
+        codec_jsons.insert(position, bytes_codec_json(dtype))
         kinds.insert(position, ArrayBytesCodec)
     rank = {ArrayArrayCodec: 0, ArrayBytesCodec: 1, BytesBytesCodec: 2}
     ranks = [rank[kind] for kind in kinds]
     if ranks != sorted(ranks) or ranks.count(1) != 1:
-        names = [json["name"] for json in jsons]
+        names = [codec_json["name"] for codec_json in codec_jsons]
         raise ValueError(
             f"invalid codec chain {names}: expected array->array codecs, then exactly one array->bytes "
             "codec, then bytes->bytes codecs"
         )
-    return tuple(jsons)
+    return tuple(codec_jsons)

@@ -38,6 +38,7 @@ __all__ = [
     "V3Codec",
     "ZstdCodec",
     "check_blosc_frame",
+    "codec_class",
     "codec_from_json",
     "decode_checked",
     "register_codec",
@@ -146,18 +147,13 @@ def register_codec(cls: _CodecClass) -> _CodecClass:
     return cls
 
 
-def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
-    """Build the codec described by v3 codec JSON; unknown names raise `MetadataError`."""
-    if isinstance(json, str):  # the spec allows a bare name for codecs without configuration
-        json = {"name": json}
-    if not isinstance(json, Mapping) or not isinstance(json.get("name"), str):
-        raise MetadataError(f"invalid codec {json!r}: expected an object with a string 'name'")
-    name = json["name"]
+def codec_class(name: str) -> type[V3Codec]:
+    """Return the class that implements the v3 codec `name`; unknown names raise `MetadataError`."""
     if name.startswith("numcodecs."):
         # imported here: the wrappers build on the base classes of this module
-        from asyncarr.codecs.numcodecs_v3 import NumcodecsCodec
+        from asyncarr.codecs.numcodecs_v3 import numcodecs_codec_class
 
-        return NumcodecsCodec.from_json(json, spec)
+        return numcodecs_codec_class(name)
     if name not in _CODEC_CLASSES and name in _LAZY_CODEC_MODULES:
         module = _LAZY_CODEC_MODULES[name]
         try:
@@ -172,7 +168,16 @@ def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
     if cls is None:
         known = ", ".join(sorted([*_CODEC_CLASSES, "numcodecs.<id>"]))
         raise MetadataError(f"unknown codec {name!r}; known codecs: {known}")
-    return cls.from_json(json, spec)
+    return cls
+
+
+def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
+    """Build the codec described by v3 codec JSON; unknown names raise `MetadataError`."""
+    if isinstance(json, str):  # the spec allows a bare name for codecs without configuration
+        json = {"name": json}
+    if not isinstance(json, Mapping) or not isinstance(json.get("name"), str):
+        raise MetadataError(f"invalid codec {json!r}: expected an object with a string 'name'")
+    return codec_class(json["name"]).from_json(json, spec)
 
 
 def _configuration(json: Mapping[str, Any], allowed: Collection[str], required: Collection[str] = ()) -> dict[str, Any]:
