@@ -37,6 +37,7 @@ from asyncarr.errors import CodecError, MetadataError
 __all__ = ["CodecPipeline"]
 
 Selection = tuple[Any, ...] | Any
+"""A NumPy basic selection (tuple of slices and ints) into a chunk or an output array."""
 
 
 class CodecPipeline(abc.ABC):

@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 Buffer = bytes | bytearray | memoryview | np.ndarray
+"""What codecs accept and return as bytes: anything exposing the buffer protocol."""
 
 
 class ChunkSpec(NamedTuple):
