@@ -10,7 +10,14 @@ import numpy as np
 
 from .array import AsyncArray
 from .creation import build_array_metadata
-from .errors import ArrayNotFoundError, ContainsArrayError, ContainsGroupError, GroupNotFoundError, NodeNotFoundError
+from .errors import (
+    ArrayNotFoundError,
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from .group import AsyncGroup, ensure_parent_groups, open_node
 from .locks import ProcessSynchronizer, ThreadSynchronizer
 from .metadata import GroupMetadataV3, consolidated_v2_document, consolidated_v3_metadata
@@ -53,6 +60,10 @@ def _resolve(
 ) -> tuple[Store, str]:
     """The store a store-like names, and the node path in it (a URL's inner path joined with ``path``)."""
     resolved, inner_path = as_store(store, read_only=(mode == "r"), storage_options=dict(storage_options or {}))
+    if resolved.read_only and mode != "r":
+        raise ReadOnlyError(
+            f"{resolved.location}: the store is read-only, so mode {mode!r} cannot be used; open with mode='r'"
+        )
     return resolved, join_path(inner_path, normalize_path(path))
 
 
@@ -151,10 +162,11 @@ async def open(  # noqa: A001 - the documented name
     mode = _check_mode(mode)
     resolved, path = _resolve(store, mode, storage_options, path)
     if mode in ("r", "r+") or (mode == "a" and _node_exists(await read_documents(resolved, path, zarr_format))):
-        try:
-            return await open_node(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
-        except NodeNotFoundError:
-            raise
+        node = await open_node(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
+        synchronizer = kwargs.get("synchronizer")
+        if isinstance(node, AsyncArray) and isinstance(synchronizer, ProcessSynchronizer):
+            node = AsyncArray(resolved, path, node.metadata, read_only=node.read_only, synchronizer=synchronizer)
+        return node
     if kwargs.get("shape") is not None:
         return await open_array(resolved, mode, path=path, zarr_format=zarr_format, **kwargs)
     attributes = kwargs.pop("attributes", None)

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from . import config
-from .codecs.executor import codec_executor, run_in_codec_pool
+from .codecs.executor import codec_executor, codec_thread_count, run_in_codec_pool
 from .codecs.pipeline import CodecPipeline
 from .concurrency import CodecBatcher, for_each_concurrently
-from .errors import ArrayNotFoundError, ContainsGroupError, ReadOnlyError
+from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError
 from .indexing import BasicIndexer, ChunkProjection
 from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
@@ -48,7 +48,11 @@ class AsyncArray:
         self._metadata = metadata
         self._read_only = read_only or store.read_only
         self._synchronizer = synchronizer
-        self._pipeline = CodecPipeline.from_metadata(metadata)
+        try:
+            self._pipeline = CodecPipeline.from_metadata(metadata)
+        except MetadataError as exc:
+            document = "zarr.json" if metadata.zarr_format == 3 else ".zarray"
+            raise MetadataError(f"{store.key_url(node_key(self._path, document))}: {exc}") from exc
 
     # -- opening and creating ---------------------------------------------------------------
 
@@ -185,7 +189,7 @@ class AsyncArray:
         limiter = store.limiter
         settings = config.current()
         executor = codec_executor()
-        batcher = CodecBatcher(executor, executor._max_workers, settings.codec_batch_bytes)
+        batcher = CodecBatcher(executor, codec_thread_count(), settings.codec_batch_bytes)
 
         async def fetch(projection: ChunkProjection) -> None:
             key = self._chunk_key(projection.chunk_coords)
@@ -239,7 +243,25 @@ class AsyncArray:
         async def write(projection: ChunkProjection) -> None:
             await self._write_chunk(projection, await piece_of(projection))
 
-        await for_each_concurrently(indexer, write, min(config.get("concurrency"), max(1, indexer.nchunks)))
+        limit = min(config.get("concurrency"), max(1, indexer.nchunks))
+        if indexer.nchunks > 1:
+            await self._check_partial_chunks_decode(indexer, limit)
+        await for_each_concurrently(indexer, write, limit)
+
+    async def _check_partial_chunks_decode(self, indexer: Any, limit: int) -> None:
+        # A write touching several chunks must not leave some written when a damaged chunk it
+        # has to read-modify-write fails to decode: decode those first, before writing any.
+        store = self._store
+
+        async def check(projection: ChunkProjection) -> None:
+            key = self._chunk_key(projection.chunk_coords)
+            async with store.limiter:
+                data = await store.get(key)
+            if data is not None:
+                await run_in_codec_pool(self._pipeline.decode, data, self.chunks, key)
+
+        partial = (p for p in indexer if not p.is_complete_chunk)
+        await for_each_concurrently(partial, check, limit)
 
     def _is_fill(self, chunk: np.ndarray) -> bool:
         fill = self._fill_scalar()
@@ -420,8 +442,11 @@ class AsyncArray:
 
     async def nbytes_stored(self) -> int:
         """Bytes stored for this array: metadata documents plus chunks."""
-        keys = await self._stored_chunk_keys()
-        keys += [node_key(self._path, name) for name in self._metadata.to_documents()]
+        if self._store.supports_listing:
+            keys = [key async for key in self._store.list_prefix(self._path)]
+        else:
+            keys = await self._stored_chunk_keys()
+            keys += [node_key(self._path, name) for name in self._metadata.to_documents()]
         sizes = await asyncio.gather(*(self._store.getsize(k) for k in keys))
         return sum(s for s in sizes if s is not None)
 

@@ -65,7 +65,7 @@ def build_array_metadata(
     if codecs is not None:
         if zarr_format == 2:
             raise ValueError("codecs= describes a Zarr v3 codec chain; for zarr_format=2 use compressor= and filters=")
-        codec_json = list(registry.normalize_codecs(codecs, dtype, len(shape)))
+        codec_json = list(registry.normalize_codecs(codecs, dtype))
         compressor_json, filters_json = None, None
     else:
         codec_json = None
