@@ -11,13 +11,16 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import zict
+from hypothesis import strategies as st
 
 from asyncarr.errors import ReadOnlyError, StoreError
 from asyncarr.stores import ByteRange, LocalStore, MappingStore, MemoryStore, Store, ZipStore
@@ -102,8 +105,68 @@ NESTED = {
 UNSAFE_KEYS = ["../escape", "a/../../escape", "/etc/escape", "a/./b", "./a", "a\\..\\b", "C:/escape"]
 
 
+# Leaf names never double as directory names: a filesystem cannot hold both "a" and "a/x".
+_RANDOM_KEYS = st.builds(
+    lambda dirs, leaf: "/".join([*dirs, leaf]),
+    st.lists(st.sampled_from(["a", "b"]), max_size=2),
+    st.sampled_from(["x", "y", "zarr.json"]),
+)
+_RANDOM_PREFIXES = ["", "a", "b", "a/a", "a/b", "b/a"]
+_RANDOM_OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), _RANDOM_KEYS, st.binary(max_size=16)),
+        st.tuples(st.just("delete"), _RANDOM_KEYS),
+        st.tuples(st.just("delete_prefix"), st.sampled_from(_RANDOM_PREFIXES)),
+    ),
+    max_size=25,
+)
+
+
+def _children_in(model: dict[str, bytes], prefix: str) -> list[str]:
+    start = prefix + "/" if prefix else ""
+    return sorted({key[len(start) :].split("/")[0] for key in model if key.startswith(start)})
+
+
 class TestStoreConformance:
     """Behaviour every store shares; parametrised over `STORE_CASES`."""
+
+    @hypothesis.settings(
+        max_examples=15, deadline=None, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture]
+    )
+    @hypothesis.given(operations=_RANDOM_OPERATIONS)
+    def test_random_writes_and_deletes_read_and_list_like_a_dict(
+        self, store_case: StoreCase, operations: list[tuple[Any, ...]]
+    ) -> None:
+        model: dict[str, bytes] = {}
+
+        async def apply_and_compare(store: Store) -> None:
+            for name, target, *value in operations:
+                below = [k for k in model if k == target or k.startswith(target + "/") or not target]
+                if name == "delete_prefix":
+                    below = [k for k in below if k != target]
+                if below and not store_case.rewrites:
+                    continue  # zip members cannot be rewritten or deleted
+                if name == "set":
+                    await store.set(target, value[0])
+                    model[target] = value[0]
+                elif name == "delete":
+                    await store.delete(target)
+                    model.pop(target, None)
+                else:
+                    await store.delete_prefix(target)
+                    for key in below:
+                        del model[key]
+            assert sorted([key async for key in store.list_prefix("")]) == sorted(model)
+            for prefix in _RANDOM_PREFIXES:
+                assert sorted([name async for name in store.list_dir(prefix)]) == _children_in(model, prefix)
+            assert await store.get_many([(key, None) for key in model]) == list(model.values())
+
+        with tempfile.TemporaryDirectory() as scratch:
+            store = store_case.make(Path(scratch))
+            try:
+                run(apply_and_compare(store))
+            finally:
+                run(store.close())
 
     def test_set_then_get_returns_the_same_bytes(self, store: Store) -> None:
         values = {"zarr.json": b'{"zarr_format": 3}', ".zattrs": b"{}", "g/c/0/0": os.urandom(100_000), "empty": b""}

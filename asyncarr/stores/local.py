@@ -303,7 +303,7 @@ class LocalStore(Store):
                             continue
                         if entry.is_dir(follow_symlinks=False):
                             pending.append((entry.path, key_prefix + entry.name + "/"))
-                        else:
+                        elif entry.is_file():  # links to directories are not followed, nor listed
                             keys.append(key_prefix + entry.name)
             except (FileNotFoundError, NotADirectoryError):
                 continue
