@@ -18,8 +18,9 @@ never per element. Kinds of dimension indexer:
   pointwise, the projection is expanded with ``np.ix_`` so that plain
   ``out[p.out_selection] = chunk[p.chunk_selection]`` is still orthogonal.
 
-A coordinate or mask indexer (pointwise selection) can reuse the same iteration protocol
-with a flattened dimension indexer over the raveled chunk grid.
+A coordinate or mask indexer (pointwise selection) yields the same ``ChunkProjection``
+objects but cannot take a product: it groups the points by their raveled chunk index, and
+its chunk selection is one index array per axis, its output selection the points' positions.
 
 The protocol every indexer follows: ``indexer.shape`` is the result shape; for each
 projection ``p``, ``out[p.out_selection] = chunk[p.chunk_selection]`` fills the result
