@@ -15,7 +15,6 @@ from .errors import (
     ContainsArrayError,
     ContainsGroupError,
     GroupNotFoundError,
-    NodeNotFoundError,
     ReadOnlyError,
 )
 from .group import AsyncGroup, ensure_parent_groups, open_node
