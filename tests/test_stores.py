@@ -437,8 +437,10 @@ def test_zip_store_unpickled_from_mode_w_appends_instead_of_truncating(tmp_path:
 def test_zip_garbage_file_raises_store_error_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "garbage.zip"
     path.write_bytes(b"this is not a zip file")
-    with pytest.raises(StoreError, match=f"zip://{path}: not a valid zip file"):
-        run(ZipStore(path).get("zarr.json"))
+    for mode in ("r", "a"):
+        with pytest.raises(StoreError, match=f"zip://{path}: not a valid zip file"):
+            run(ZipStore(path, mode=mode).get("zarr.json"))
+    assert path.read_bytes() == b"this is not a zip file"  # reading never appends a zip to it
 
 
 # -- MappingStore -----------------------------------------------------------------------------

@@ -49,9 +49,10 @@ def _io_executor() -> ThreadPoolExecutor:
 
 def _forget_executor_after_fork() -> None:
     # The parent's worker threads do not exist in a forked child; start a fresh pool on demand.
-    global _executor, _executor_lock
+    global _executor, _executor_lock, _batchers_lock
     _executor = None
     _executor_lock = threading.Lock()
+    _batchers_lock = threading.Lock()
     _batchers.clear()
 
 
@@ -80,7 +81,11 @@ class _LoopBatcher:
         executor = _io_executor()
         size = min(_MAX_BATCH, -(-len(jobs) // _IO_THREADS))
         for start in range(0, len(jobs), size):
-            executor.submit(self._run, jobs[start : start + size])
+            batch = jobs[start : start + size]
+            try:
+                executor.submit(self._run, batch)
+            except RuntimeError as exc:  # the interpreter is shutting down: fail, do not hang
+                _deliver([(future, None, exc) for future, _, _ in batch])
 
     def _run(self, jobs: list[_Job]) -> None:
         outcomes = []
@@ -230,7 +235,9 @@ class LocalStore(Store):
         url = self.key_url(key.rstrip("/"))
         reason = exc.strerror or str(exc)
         if isinstance(exc, PermissionError):
-            return AccessDeniedError(f"{url}: permission denied ({reason}); check the permissions of the file")
+            return AccessDeniedError(
+                f"{url}: permission denied ({reason}); check the permissions of the file and its directories"
+            )
         return StoreError(f"{url}: {reason}")
 
     # -- blocking work, run on the I/O threads ---------------------------------------------

@@ -80,33 +80,41 @@ class ZipStore(Store):
     def _opened(self, for_write: bool) -> zipfile.ZipFile | None:
         """The open zip file, opening it if needed; None if there is nothing to read yet.
 
+        Reads open the file in mode "r", so reading never changes it (mode "a" would append a
+        directory to a file that is not a zip); the first write reopens it for appending.
         The caller holds ``self._lock``.
         """
-        if self._zip_file is not None:
-            return self._zip_file
+        zip_file = self._zip_file
+        if zip_file is not None and (not for_write or zip_file.mode != "r"):
+            return zip_file
         if not for_write and (self._open_mode in ("w", "x") or not os.path.exists(self._path)):
             return None  # reads never create or truncate the file
+        if zip_file is not None:
+            self._close_file()
         if for_write:
             os.makedirs(os.path.dirname(self._path), exist_ok=True)
-        zip_file = zipfile.ZipFile(self._path, mode=self._open_mode, compression=zipfile.ZIP_STORED, allowZip64=True)
-        if self._open_mode in ("w", "x"):
+        mode = self._open_mode if for_write else "r"
+        zip_file = zipfile.ZipFile(self._path, mode=mode, compression=zipfile.ZIP_STORED, allowZip64=True)
+        if mode in ("w", "x"):
             self._open_mode = "a"
         self._zip_file = zip_file
         self._finalizer = weakref.finalize(self, zip_file.close)
         return zip_file
 
+    def _close_file(self) -> None:
+        """Finalise and close the zip file if it is open; the caller holds ``self._lock``."""
+        finalizer, self._finalizer, self._zip_file = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()
+
     async def close(self) -> None:
         """Write the central directory and close the file; later use reopens it (never truncating)."""
         # Runs inline so that a plain `with ZipStore(...)` can close it.
         with self._lock:
-            if self._finalizer is not None:
-                try:
-                    self._finalizer()
-                except OSError as exc:
-                    raise self._error("", exc) from exc
-                finally:
-                    self._zip_file = None
-                    self._finalizer = None
+            try:
+                self._close_file()
+            except OSError as exc:
+                raise self._error("", exc) from exc
 
     async def _locked(self, key: str, function: Callable[..., _T], *args: Any) -> _T:
         """Run ``function(*args)`` on a thread under the lock, mapping errors to ones naming ``key``."""
