@@ -412,7 +412,9 @@ def test_zip_modes_r_is_read_only_w_truncates_x_refuses_an_existing_file(tmp_pat
     with pytest.raises(ReadOnlyError):
         run(ZipStore(path, mode="r").set("second", b"2"))
     with ZipStore(path, mode="a") as store:
-        run(store.set("second", b"2"))
+        assert run(store.get("first")) == b"1"  # read through a read-only handle ...
+        run(store.set("second", b"2"))  # ... which the first write reopens for appending
+        assert run(store.get_many([("first", None), ("second", None)])) == [b"1", b"2"]
     assert sorted(listing(ZipStore(path))) == ["first", "second"]
     with ZipStore(path, mode="w") as store:
         assert run(store.get("first")) is None  # "w" starts empty even before the file is touched
