@@ -54,6 +54,8 @@ def validate_key(key: str) -> str:
     """Return ``key`` if it is a safe store key, else raise ValueError saying why."""
     if not isinstance(key, str):
         raise TypeError(f"store keys are strings, got {type(key).__name__}: {key!r}")
+    if not key:
+        raise ValueError("store keys cannot be empty")
     if key.startswith("/"):
         raise ValueError(f"store key {key!r} is absolute; keys are relative to the store root")
     if "\\" in key:
@@ -61,6 +63,8 @@ def validate_key(key: str) -> str:
     if "\x00" in key:
         raise ValueError(f"store key {key!r} contains a NUL character")
     parts = key.split("/")
+    if "" in parts:
+        raise ValueError(f"store key {key!r} has an empty segment ('//' or a trailing '/')")
     if any(part in ("..", ".") for part in parts):
         raise ValueError(f"store key {key!r} contains a '.' or '..' segment; it could escape the store root")
     if ":" in parts[0] and len(parts[0]) == 2 and parts[0][0].isalpha():
