@@ -59,7 +59,9 @@ def build_array_metadata(
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
     chunks = normalize_chunks(True if chunks is None else chunks, shape, dtype.itemsize)
     if shards is not None:
-        raise NotImplementedError("sharded arrays (shards=) are not supported yet")
+        if zarr_format != 3:
+            raise ValueError("shards= needs zarr_format=3: sharding is a Zarr v3 codec")
+        shards = normalize_shape(shards)
     if compression is not None or compression_opts is not None:
         compressor = registry.normalize_compression(compression, compression_opts)
     if codecs is not None:
@@ -85,4 +87,5 @@ def build_array_metadata(
         chunk_key_encoding=dict(chunk_key_encoding) if chunk_key_encoding is not None else None,
         dimension_names=dimension_names,
         attributes=dict(attributes or {}),
+        shards=shards,
     )
