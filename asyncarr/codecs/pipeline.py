@@ -238,7 +238,7 @@ class _V3Pipeline(CodecPipeline):
         self.array_array: list[ArrayArrayCodec] = []
         self.array_bytes: ArrayBytesCodec | None = None
         self.bytes_bytes: list[BytesBytesCodec] = []
-        spec = ChunkSpec(self.chunk_shape, self.dtype)
+        spec = ChunkSpec(self.chunk_shape, self.dtype, self.fill_value)
         for json in metadata.codecs:
             codec = codec_from_json(json, spec)
             if isinstance(codec, ArrayArrayCodec) and self.array_bytes is None:
@@ -283,7 +283,7 @@ class _V3Pipeline(CodecPipeline):
         """The input spec of each array->array codec, then that of the array->bytes codec."""
         specs = self._specs_by_shape.get(chunk_shape)
         if specs is None:
-            specs = [ChunkSpec(chunk_shape, self.dtype)]
+            specs = [ChunkSpec(chunk_shape, self.dtype, self.fill_value)]
             for codec in self.array_array:
                 specs.append(codec.resolve(specs[-1]))
             self._specs_by_shape[chunk_shape] = specs

@@ -50,10 +50,12 @@ Buffer = bytes | bytearray | memoryview | np.ndarray
 
 
 class ChunkSpec(NamedTuple):
-    """Shape and data type of a chunk as one codec receives it when encoding."""
+    """Shape, data type and fill value of a chunk as one codec receives it when encoding."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
+    # The array's fill value (None: unknown); `sharding_indexed` fills missing inner chunks with it.
+    fill_value: Any = None
 
 
 class V3Codec(abc.ABC):
@@ -290,7 +292,7 @@ class TransposeCodec(ArrayArrayCodec):
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """Permute the shape."""
-        return ChunkSpec(tuple(spec.shape[i] for i in self.order), spec.dtype)
+        return spec._replace(shape=tuple(spec.shape[i] for i in self.order))
 
     def encode(self, array: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         """Transpose (a view; the serializer makes it contiguous)."""
