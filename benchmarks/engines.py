@@ -1,0 +1,348 @@
+"""The engines compared: asyncarr (async API and sync facade), zarr-python 3 and tensorstore.
+
+Each engine writes and reads arrays described by one `ArraySpec`, with the library's
+default settings (what a user gets), on a local path or an S3 URL with storage options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numcodecs
+import numpy as np
+
+import asyncarr
+import asyncarr.sync as za
+
+__all__ = ["ENGINES", "ArraySpec", "Engine", "S3Location"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ArraySpec:
+    """Shape, chunking, dtype, format and Blosc settings of one benchmark array."""
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: str
+    zarr_format: int
+    cname: str = "lz4"
+    clevel: int = 5
+    shards: tuple[int, ...] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Uncompressed size."""
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+    def numcodecs_blosc(self) -> numcodecs.Blosc:
+        """The compressor as a numcodecs object."""
+        return numcodecs.Blosc(cname=self.cname, clevel=self.clevel, shuffle=numcodecs.Blosc.SHUFFLE)
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Location:
+    """Where S3 data lives and how to reach it (moto, optionally through a proxy)."""
+
+    endpoint_url: str
+    bucket: str
+    key: str = "testing"
+    secret: str = "testing"
+    region: str = "us-east-1"
+
+
+class _LoopThread:
+    """One long-lived event loop, as an async service would have, for the async engines."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+
+_service_loop = _LoopThread()
+
+
+class Engine:
+    """One library's way of writing and reading a whole array or a selection."""
+
+    name = ""
+
+    def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
+        """Create the array at ``where`` and write all of ``data``."""
+        raise NotImplementedError
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        """Open an existing array for reading."""
+        raise NotImplementedError
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        """Read a basic selection from an opened array."""
+        raise NotImplementedError
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        """Read single elements: concurrently where the engine allows it."""
+        raise NotImplementedError
+
+
+def _asyncarr_options(s3: S3Location | None) -> dict[str, Any] | None:
+    if s3 is None:
+        return None
+    return {"endpoint_url": s3.endpoint_url, "key": s3.key, "secret": s3.secret, "region": s3.region}
+
+
+def _url(where: str, s3: S3Location | None) -> str:
+    return f"s3://{s3.bucket}/{where}" if s3 else where
+
+
+class AsyncarrAsync(Engine):
+    """asyncarr's async API on one long-lived event loop."""
+
+    name = "asyncarr-async"
+
+    def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
+        async def write() -> None:
+            z = await asyncarr.open_array(
+                _url(where, s3),
+                mode="w",
+                shape=spec.shape,
+                chunks=spec.chunks,
+                shards=spec.shards,
+                dtype=spec.dtype,
+                compressor=spec.numcodecs_blosc(),
+                zarr_format=spec.zarr_format,
+                storage_options=_asyncarr_options(s3),
+            )
+            await z.setitem(Ellipsis, data)
+
+        _service_loop.run(write())
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        return _service_loop.run(asyncarr.open_array(_url(where, s3), mode="r", storage_options=_asyncarr_options(s3)))
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        return _service_loop.run(handle.getitem(selection))
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        async def gather() -> list[Any]:
+            return await asyncio.gather(*(handle.getitem(point) for point in points))
+
+        return _service_loop.run(gather())
+
+
+class AsyncarrSync(Engine):
+    """asyncarr's blocking facade, as scripts use it."""
+
+    name = "asyncarr-sync"
+
+    def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
+        z = za.open_array(
+            _url(where, s3),
+            mode="w",
+            shape=spec.shape,
+            chunks=spec.chunks,
+            shards=spec.shards,
+            dtype=spec.dtype,
+            compressor=spec.numcodecs_blosc(),
+            zarr_format=spec.zarr_format,
+            storage_options=_asyncarr_options(s3),
+        )
+        z[...] = data
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        return za.open_array(_url(where, s3), mode="r", storage_options=_asyncarr_options(s3))
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        return handle[selection]
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        return _in_eight_threads(lambda point: handle[point], points)
+
+
+def _in_eight_threads(read_one: Callable[[Any], Any], points: Sequence[Any]) -> list[Any]:
+    results: list[Any] = [None] * len(points)
+
+    def work(offset: int) -> None:
+        for index in range(offset, len(points), 8):
+            results[index] = read_one(points[index])
+
+    threads = [threading.Thread(target=work, args=(offset,)) for offset in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _zarr_store(where: str, s3: S3Location | None) -> Any:
+    if s3 is None:
+        return where
+    from zarr.storage import FsspecStore
+
+    options = {
+        "key": s3.key,
+        "secret": s3.secret,
+        "client_kwargs": {"endpoint_url": s3.endpoint_url, "region_name": s3.region},
+        "asynchronous": True,
+    }
+    return FsspecStore.from_url(f"s3://{s3.bucket}/{where}", storage_options=options)
+
+
+class ZarrPython(Engine):
+    """zarr-python 3 with its default codec pipeline (sync API; async for single points)."""
+
+    name = "zarr-python"
+
+    def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
+        import zarr
+
+        if spec.zarr_format == 3:
+            compressors: Any = zarr.codecs.BloscCodec(cname=spec.cname, clevel=spec.clevel, shuffle="shuffle")
+        else:
+            compressors = spec.numcodecs_blosc()
+        z = zarr.create_array(
+            store=_zarr_store(where, s3),
+            shape=spec.shape,
+            chunks=spec.chunks,
+            shards=spec.shards,
+            dtype=spec.dtype,
+            compressors=compressors,
+            zarr_format=spec.zarr_format,
+            fill_value=0,
+            overwrite=True,
+        )
+        z[...] = data
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        import zarr
+
+        return zarr.open_array(_zarr_store(where, s3), mode="r")
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        return handle[selection]
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        return _in_eight_threads(lambda point: handle[point], points)
+
+
+class ZarrPythonAsync(ZarrPython):
+    """zarr-python 3's async API, for the many-small-calls workload."""
+
+    name = "zarr-python-async"
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        import zarr.api.asynchronous as zasync
+
+        return _service_loop.run(zasync.open_array(store=_zarr_store(where, s3), mode="r"))
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        return _service_loop.run(handle.getitem(selection))
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        async def gather() -> list[Any]:
+            return await asyncio.gather(*(handle.getitem(point) for point in points))
+
+        return _service_loop.run(gather())
+
+
+def _tensorstore_kvstore(where: str, s3: S3Location | None) -> dict[str, Any]:
+    if s3 is None:
+        return {"driver": "file", "path": where}
+    return {
+        "driver": "s3",
+        "bucket": s3.bucket,
+        "path": where.rstrip("/") + "/",
+        "endpoint": s3.endpoint_url,
+        "aws_region": s3.region,
+    }
+
+
+class TensorStore(Engine):
+    """tensorstore's zarr (v2) and zarr3 drivers."""
+
+    name = "tensorstore"
+
+    def _context(self, s3: S3Location | None) -> Any:
+        import tensorstore as ts
+
+        return ts.Context({"aws_credentials": {"type": "environment"}}) if s3 else ts.Context()
+
+    def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
+        import tensorstore as ts
+
+        itemsize = np.dtype(spec.dtype).itemsize
+        if spec.zarr_format == 2:
+            metadata: dict[str, Any] = {
+                "shape": list(spec.shape),
+                "chunks": list(spec.chunks),
+                "dtype": np.dtype(spec.dtype).str,
+                "compressor": {"id": "blosc", "cname": spec.cname, "clevel": spec.clevel, "shuffle": 1},
+                "order": "C",
+                "fill_value": 0,
+            }
+            driver = "zarr"
+        else:
+            blosc = {
+                "name": "blosc",
+                "configuration": {
+                    "cname": spec.cname,
+                    "clevel": spec.clevel,
+                    "shuffle": "shuffle",
+                    "typesize": itemsize,
+                    "blocksize": 0,
+                },
+            }
+            inner = [{"name": "bytes", "configuration": {"endian": "little"}}, blosc]
+            codecs = inner
+            grid = spec.chunks
+            if spec.shards:
+                grid = spec.shards
+                codecs = [
+                    {"name": "sharding_indexed", "configuration": {"chunk_shape": list(spec.chunks), "codecs": inner}}
+                ]
+            metadata = {
+                "shape": list(spec.shape),
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(grid)}},
+                "data_type": np.dtype(spec.dtype).name,
+                "codecs": codecs,
+                "fill_value": 0,
+            }
+            driver = "zarr3"
+        store = ts.open(
+            {"driver": driver, "kvstore": _tensorstore_kvstore(where, s3), "metadata": metadata},
+            create=True,
+            delete_existing=True,
+            context=self._context(s3),
+        ).result()
+        store.write(data).result()
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        import tensorstore as ts
+
+        for driver in ("zarr3", "zarr"):
+            try:
+                return ts.open(
+                    {"driver": driver, "kvstore": _tensorstore_kvstore(where, s3)},
+                    read=True,
+                    context=self._context(s3),
+                ).result()
+            except ValueError:
+                continue
+        raise ValueError(f"tensorstore cannot open {where}")
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        return handle[selection].read().result()
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        futures = [handle[point].read() for point in points]
+        return [future.result() for future in futures]
+
+
+ENGINES: dict[str, Engine] = {
+    engine.name: engine for engine in (AsyncarrAsync(), AsyncarrSync(), ZarrPython(), ZarrPythonAsync(), TensorStore())
+}

@@ -1,0 +1,137 @@
+"""Timing engines side by side: interleaved repeats, medians, ratios and peak memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["Measurement", "PeakRSS", "interleaved"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def current_rss() -> int:
+    """Resident set size of this process in bytes (Linux /proc)."""
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * _PAGE
+
+
+class PeakRSS:
+    """Samples this process's RSS every millisecond while active; ``peak`` is the highest seen."""
+
+    def __init__(self, interval: float = 0.001) -> None:
+        self._interval = interval
+        self._stop = threading.Event()
+        self.baseline = 0
+        self.peak = 0
+
+    def __enter__(self) -> PeakRSS:
+        gc.collect()
+        self.baseline = self.peak = current_rss()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, current_rss())
+            time.sleep(self._interval)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, current_rss())
+
+    @property
+    def growth(self) -> int:
+        """Peak RSS above the level when sampling started."""
+        return self.peak - self.baseline
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Every repeat of one engine on one task."""
+
+    engine: str
+    task: str
+    seconds: list[float]
+    rss_growth: list[int]
+    nbytes: int
+
+    @property
+    def median(self) -> float:
+        """Median seconds."""
+        return statistics.median(self.seconds)
+
+    @property
+    def throughput(self) -> float:
+        """MB/s of uncompressed data at the median time."""
+        return self.nbytes / 1e6 / self.median if self.median else float("inf")
+
+    @property
+    def peak_rss(self) -> int:
+        """Largest RSS growth seen over the repeats."""
+        return max(self.rss_growth)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary."""
+        return {
+            "engine": self.engine,
+            "task": self.task,
+            "median_s": self.median,
+            "min_s": min(self.seconds),
+            "max_s": max(self.seconds),
+            "mb_per_s": self.throughput,
+            "peak_rss_growth_mib": self.peak_rss / 2**20,
+            "seconds": self.seconds,
+        }
+
+
+def interleaved(
+    task: str,
+    runners: dict[str, Callable[[], Any]],
+    *,
+    repeats: int,
+    nbytes: int,
+    check: Callable[[str, Any], None] | None = None,
+    setup: Callable[[str], None] | None = None,
+) -> dict[str, Measurement]:
+    """Warm each engine up once, then time ``repeats`` rounds of A B C ... so drift hits all alike.
+
+    ``check(engine, result)`` verifies each result (raise to void the figure); ``setup(engine)``
+    runs untimed before every call (e.g. removing what a write made).
+    """
+    names: Sequence[str] = list(runners)
+    results = {name: Measurement(name, task, [], [], nbytes) for name in names}
+    for name in names:  # warm-up: imports, thread pools, connection pools, page cache
+        if setup:
+            setup(name)
+        outcome = runners[name]()
+        if check:
+            check(name, outcome)
+    for _ in range(repeats):
+        for name in names:
+            if setup:
+                setup(name)
+            with PeakRSS() as rss:
+                started = time.perf_counter()
+                outcome = runners[name]()
+                elapsed = time.perf_counter() - started
+            if check:
+                check(name, outcome)
+            del outcome
+            results[name].seconds.append(elapsed)
+            results[name].rss_growth.append(rss.growth)
+    return results
+
+
+def ratios_to(reference: Measurement, other: Measurement) -> list[float]:
+    """Per-repeat ratios reference/other (below 1 means the reference engine was faster)."""
+    return [a / b for a, b in zip(reference.seconds, other.seconds, strict=True)]

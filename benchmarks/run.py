@@ -1,0 +1,113 @@
+"""Run asyncarr beside zarr-python 3 and tensorstore on the same data and report ratios.
+
+    python -m benchmarks.run --quick            # under 3 minutes on 2 cores
+    python -m benchmarks.run                     # the full suite
+    python -m benchmarks.run --only W1,W5 --json results.json
+
+Every figure is a median of interleaved repeats (A B C A B C ...) after a warm-up; every
+read is checked equal to the data written, and a wrong result voids the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .engines import ArraySpec
+from .measure import Measurement
+from .workloads import ASYNCARR, floors, full_write_and_read, many_small_reads, median_ratio, partial_reads
+
+SYNC_ENGINES = ["asyncarr-sync", "zarr-python", "tensorstore"]
+ALL_ENGINES = [ASYNCARR, *SYNC_ENGINES]
+
+
+def _specs(quick: bool) -> dict[str, list[ArraySpec]]:
+    formats = (3,) if quick else (2, 3)
+    w1_shape = (4096, 4096) if quick else (8192, 8192)
+    w2_shape = (1024, 1024) if quick else (2048, 2048)
+    return {
+        "W1": [ArraySpec(w1_shape, (512, 512), "float32", f) for f in formats],
+        "W2": [ArraySpec(w2_shape, (32, 32), "uint16", f, cname="zstd", clevel=1) for f in formats],
+    }
+
+
+def run(quick: bool, only: set[str], repeats: int, root: Path) -> list[Measurement]:
+    """Run the selected local workloads and return every measurement."""
+    results: list[Measurement] = []
+    specs = _specs(quick)
+    for workload in ("W1", "W2"):
+        if workload not in only:
+            continue
+        for spec in specs[workload]:
+            label = f"{workload} v{spec.zarr_format}"
+            print(f"running {label} {spec.shape} chunks {spec.chunks} ...", file=sys.stderr, flush=True)
+            measured = full_write_and_read(label, root, spec, ALL_ENGINES, repeats)
+            results.extend(measured)
+            shared = str(root / f"{label}-{ASYNCARR}")
+            results.extend(floors(label, shared, spec, repeats))
+            if workload == "W1" and "W4" in only:
+                print(f"running W4 local on {label} ...", file=sys.stderr, flush=True)
+                results.extend(partial_reads(f"W4 local v{spec.zarr_format}", shared, spec, ALL_ENGINES, 20))
+            if workload == "W1" and "W5" in only:
+                print(f"running W5 on {label} ...", file=sys.stderr, flush=True)
+                results.extend(
+                    many_small_reads(
+                        f"W5 async v{spec.zarr_format}", shared, spec, [ASYNCARR, "zarr-python-async"], repeats
+                    )
+                )
+                results.extend(
+                    many_small_reads(f"W5 8 threads v{spec.zarr_format}", shared, spec, SYNC_ENGINES, repeats)
+                )
+    return results
+
+
+def report(results: list[Measurement]) -> str:
+    """A markdown table: each engine's median, spread, throughput, peak RSS and ratio to asyncarr."""
+    lines = [
+        "| task | engine | median s | min-max s | MB/s | peak RSS +MiB | asyncarr / engine |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    by_task: dict[str, list[Measurement]] = {}
+    for m in results:
+        by_task.setdefault(m.task, []).append(m)
+    for task, measured in by_task.items():
+        reference = next((m for m in measured if m.engine.startswith("asyncarr")), None)
+        for m in measured:
+            ratio = ""
+            if reference is not None and m is not reference and not m.engine.startswith("floor"):
+                ratio = f"{median_ratio(reference, m):.2f}"
+            lines.append(
+                f"| {task} | {m.engine} | {m.median:.4f} | {min(m.seconds):.4f}-{max(m.seconds):.4f} "
+                f"| {m.throughput:.0f} | {m.peak_rss / 2**20:.0f} | {ratio} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run, print the report (and optionally save JSON)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller arrays, v3 only: under 3 minutes")
+    parser.add_argument("--only", default="W1,W2,W4,W5", help="comma-separated workloads (default: all local ones)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per engine (at least 5)")
+    parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--dir", type=Path, help="where to write the arrays (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    if args.repeats < 5:
+        parser.error("--repeats must be at least 5")
+    only = {w.strip().upper() for w in args.only.split(",")}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        results = run(args.quick, only, args.repeats, Path(tmp))
+    print(report(results))
+    print(f"\n{len(results)} measurements in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([m.as_dict() for m in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The benchmark workloads (W1-W6 of the performance issue) and the floors they are compared with."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numcodecs
+import numpy as np
+
+from .engines import ENGINES, ArraySpec, S3Location
+from .measure import Measurement, interleaved
+
+__all__ = ["field", "floors", "full_write_and_read", "many_small_reads", "partial_reads"]
+
+ASYNCARR = "asyncarr-async"
+
+
+def field(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
+    """A smooth field plus small noise: compresses like real measurements, not like zeros or noise."""
+    rng = np.random.default_rng(seed)
+    y = np.linspace(0, 8 * np.pi, shape[0], dtype="f4")[:, None]
+    x = np.linspace(0, 6 * np.pi, shape[1], dtype="f4")[None, :]
+    smooth = np.sin(y) * np.cos(x) + 0.5 * np.sin(0.3 * x + y)
+    noisy = smooth + rng.normal(0, 0.01, shape).astype("f4")
+    if np.dtype(dtype).kind in "ui":
+        return ((noisy + 2) * 1000).astype(dtype)
+    return noisy.astype(dtype)
+
+
+def _equal_check(expected: np.ndarray) -> Callable[[str, Any], None]:
+    def check(engine: str, result: Any) -> None:
+        if not np.array_equal(np.asarray(result), expected):
+            raise AssertionError(f"{engine} read data that differs from what was written: figure void")
+
+    return check
+
+
+def full_write_and_read(
+    label: str,
+    root: Path,
+    spec: ArraySpec,
+    engines: list[str],
+    repeats: int,
+    s3: S3Location | None = None,
+) -> list[Measurement]:
+    """Each engine writes the whole array to its own place; then every engine reads one copy."""
+    data = field(spec.shape, spec.dtype)
+    places = {name: f"{label}-{name}" if s3 else str(root / f"{label}-{name}") for name in engines}
+
+    def clear(name: str) -> None:
+        if not s3:
+            shutil.rmtree(places[name], ignore_errors=True)
+
+    writes = interleaved(
+        f"{label} write",
+        {name: (lambda n=name: ENGINES[n].write(places[n], data, spec, s3)) for name in engines},
+        repeats=repeats,
+        nbytes=spec.nbytes,
+        setup=clear,
+    )
+    shared = places[ASYNCARR]
+    ENGINES[ASYNCARR].write(shared, data, spec, s3)
+    handles = {name: ENGINES[name].open(shared, s3) for name in engines}
+    reads = interleaved(
+        f"{label} read",
+        {name: (lambda n=name: ENGINES[n].read(handles[n])) for name in engines},
+        repeats=repeats,
+        nbytes=spec.nbytes,
+        check=_equal_check(data),
+    )
+    return [*writes.values(), *reads.values()]
+
+
+def partial_reads(
+    label: str, where: str, spec: ArraySpec, engines: list[str], repeats: int, s3: S3Location | None = None
+) -> list[Measurement]:
+    """W4: one row and one 1000x1000 window, each read ``repeats`` times per engine (median latency)."""
+    data = field(spec.shape, spec.dtype)
+    handles = {name: ENGINES[name].open(where, s3) for name in engines}
+    row = spec.shape[0] // 2
+    selections = {"row": (row, slice(None)), "window": (slice(1000, 2000), slice(1000, 2000))}
+    results = []
+    for kind, selection in selections.items():
+        measured = interleaved(
+            f"{label} {kind}",
+            {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in engines},
+            repeats=repeats,
+            nbytes=data[selection].nbytes,
+            check=_equal_check(data[selection]),
+        )
+        results.extend(measured.values())
+    return results
+
+
+def many_small_reads(
+    label: str, where: str, spec: ArraySpec, engines: list[str], repeats: int, points: int = 1000
+) -> list[Measurement]:
+    """W5: ``points`` single-element reads, concurrently (async APIs) or from 8 threads (sync APIs)."""
+    data = field(spec.shape, spec.dtype)
+    rng = np.random.default_rng(5)
+    coords = [tuple(int(c) for c in p) for p in zip(*(rng.integers(0, n, points) for n in spec.shape), strict=True)]
+    expected = np.array([data[c] for c in coords])
+    handles = {name: ENGINES[name].open(where) for name in engines}
+
+    def check(engine: str, result: Any) -> None:
+        got = np.array([np.asarray(v).item() for v in result])
+        if not np.array_equal(got, expected):
+            raise AssertionError(f"{engine} returned wrong elements: figure void")
+
+    measured = interleaved(
+        label,
+        {name: (lambda n=name: ENGINES[n].many_points(handles[n], coords)) for name in engines},
+        repeats=repeats,
+        nbytes=points * np.dtype(spec.dtype).itemsize,
+        check=check,
+    )
+    return list(measured.values())
+
+
+def _chunk_files(where: str) -> list[str]:
+    files = []
+    for directory, _, names in os.walk(where):
+        files.extend(os.path.join(directory, n) for n in names if n not in ("zarr.json", ".zarray", ".zattrs"))
+    return files
+
+
+def floors(label: str, where: str, spec: ArraySpec, repeats: int) -> list[Measurement]:
+    """Reference limits: reading the raw chunk files alone, and decoding them alone on 2 threads."""
+    files = _chunk_files(where)
+    codec = numcodecs.Blosc(cname=spec.cname, clevel=spec.clevel, shuffle=numcodecs.Blosc.SHUFFLE)
+
+    def read_raw() -> list[bytes]:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            return list(pool.map(lambda p: Path(p).read_bytes(), files))
+
+    blobs = read_raw()
+
+    def decode_only() -> None:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            list(pool.map(codec.decode, blobs))
+
+    results = []
+    for task, run in (("raw chunk bytes", read_raw), ("decode only, 2 threads", decode_only)):
+        seconds = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            run()
+            seconds.append(time.perf_counter() - started)
+        results.append(Measurement(f"floor: {task}", f"{label} read", seconds, [0] * repeats, spec.nbytes))
+    return results
+
+
+def median_ratio(reference: Measurement, other: Measurement) -> float:
+    """Median over repeats of reference time / other time (below 1: the reference was faster)."""
+    return statistics.median(a / b for a, b in zip(reference.seconds, other.seconds, strict=True))
