@@ -1,0 +1,376 @@
+"""HTTPStore: read-only Zarr data on any HTTP(S) server (static hosts, CDNs, object-store websites).
+
+HTTP cannot list keys, so ``supports_listing`` is False: groups are read through their
+consolidated metadata and arrays by path, and ``list_prefix``/``list_dir`` raise StoreError
+saying so rather than yielding nothing. Byte ranges become ``Range`` headers (``bytes=a-b``,
+``bytes=a-``, ``bytes=-n``); a server that ignores them (200 and the whole body) is sliced
+locally, and a range wholly past the end (416) reads as ``b""``, like Python slicing.
+
+Every request runs through `call_with_retries`. One aiohttp session per event loop, with as
+many pooled connections as ``config.concurrency``; ``close()`` closes the running loop's.
+A session a store leaves open is closed when its loop shuts down (``asyncio.run`` does that)
+or when the store is garbage-collected, so scripts see no "Unclosed client session" warnings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import re
+import threading
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+from yarl import URL
+
+from .. import config
+from ..errors import ReadOnlyError, StoreError
+from .base import ByteRange, Store, validate_key
+from .retry import Failure, ShortBodyError, call_with_retries
+from .url import STORE_SCHEMES
+
+__all__ = ["HTTPStore"]
+
+T = TypeVar("T")
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+_HEAD_REFUSED = (405, 501)
+_UNSET = -1
+
+
+# -- options ---------------------------------------------------------------------------------
+
+
+def _split_base_url(base_url: str) -> tuple[str, dict[str, str]]:
+    """The base URL without credentials, and the Authorization header its user:password part gave."""
+    if not isinstance(base_url, str):
+        raise TypeError(f"the HTTP base URL must be a str, got {type(base_url).__name__}")
+    url = URL(base_url)
+    if url.scheme not in ("http", "https") or not url.host:
+        shown = url.with_user(None) if url.is_absolute() else url
+        raise ValueError(f"{shown!s}: an HTTP store needs an http:// or https:// URL with a host")
+    if url.query_string or url.fragment:
+        raise ValueError(
+            f"{url.with_user(None).with_query(None).with_fragment(None)!s}: an HTTP store's base URL cannot "
+            "carry a query or fragment; pass tokens as storage_options={'headers': {...}}"
+        )
+    credentials: dict[str, str] = {}
+    if url.user is not None:
+        token = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode()
+        credentials["Authorization"] = f"Basic {token}"
+    return str(url.with_user(None)).rstrip("/"), credentials
+
+
+def _checked_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"headers must be a mapping of header names to values, got {type(headers).__name__}")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"header names and values must be strings; the header {name!r} is not")
+    return dict(headers)
+
+
+def _range_header(byte_range: ByteRange) -> str | None:
+    """The Range header asking for ``byte_range`` (None: the whole value)."""
+    if byte_range.suffix is not None:
+        return f"bytes=-{byte_range.suffix}"
+    if byte_range.length is None:
+        return f"bytes={byte_range.offset}-" if byte_range.offset else None
+    return f"bytes={byte_range.offset}-{byte_range.offset + byte_range.length - 1}"
+
+
+# -- client lifecycle ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Connection:
+    """One event loop's session, its request slots, and the generator that closes it at loop shutdown."""
+
+    session: aiohttp.ClientSession
+    slots: asyncio.Semaphore
+    closer: AsyncGenerator[None, None]
+
+
+async def _close_with_the_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    # Suspended at its yield for the session's lifetime; the loop's asyncgen hooks close it in
+    # loop.shutdown_asyncgens() (asyncio.run) or when it is garbage-collected with its store.
+    try:
+        yield
+    finally:
+        await session.close()
+
+
+def _open_connection() -> _Connection:
+    limit = config.get("concurrency")
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit),
+        timeout=aiohttp.ClientTimeout(total=None),  # call_with_retries bounds each attempt
+        headers={"Accept-Encoding": "identity"},  # byte ranges of the stored bytes, never of a gzip stream
+    )
+    # aiohttp resends an idempotent request once when a reused connection drops; call_with_retries
+    # is the only retry loop, so that every attempt is counted against config.retries.
+    session._retry_connection = False
+    closer = _close_with_the_loop(session)
+    # Running the generator to its yield registers it with the running loop; it never suspends.
+    try:
+        closer.__anext__().send(None)
+    except StopIteration:
+        pass
+    return _Connection(session, asyncio.Semaphore(limit), closer)
+
+
+class HTTPStore(Store):
+    """Zarr data below an HTTP(S) base URL, read-only; ``headers`` go with every request."""
+
+    supports_listing = False
+
+    def __init__(self, base_url: str, *, headers: Mapping[str, str] | None = None, read_only: bool = True) -> None:
+        if not read_only:
+            raise ValueError("HTTP stores are read-only: construct HTTPStore with read_only=True (the default)")
+        super().__init__(read_only=True)
+        self._base_url, credentials = _split_base_url(base_url)
+        self._headers = {**credentials, **_checked_headers(headers)}
+        self._init_connections()
+
+    def _init_connections(self) -> None:
+        self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._connections_lock = threading.Lock()
+        self._head_refused = False
+
+    @property
+    def location(self) -> str:
+        """The base URL (without any user:password part)."""
+        return self._base_url
+
+    def _connection(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        with self._connections_lock:
+            connection = self._connections.get(loop)
+            if connection is None or connection.session.closed:
+                connection = self._connections[loop] = _open_connection()
+            return connection
+
+    async def close(self) -> None:
+        """Close this event loop's session; sessions of other loops are closed by their loops."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._connections_lock:
+            current = self._connections.pop(loop, None) if loop is not None else None
+            self._connections.clear()  # dropping a closer schedules its aclose() on its own loop
+        if current is not None:
+            await current.closer.aclose()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        for name in ("_connections", "_connections_lock", "_head_refused"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._init_connections()
+
+    # -- the Store interface -----------------------------------------------------------
+
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """The value at ``key`` (or part of it), or None if the server answers 404."""
+        validate_key(key)
+        if byte_range is not None and (byte_range.length == 0 or byte_range.suffix == 0):
+            return b"" if await self.exists(key) else None  # HTTP cannot ask for zero bytes
+        range_header = None if byte_range is None else _range_header(byte_range)
+        headers = {} if range_header is None else {"Range": range_header}
+
+        async def attempt(session: aiohttp.ClientSession) -> bytes | None:
+            async with session.get(self._request_url(key), headers={**self._headers, **headers}) as response:
+                if response.status == 404:
+                    return None
+                if response.status == 416 and range_header is not None:
+                    return b""  # the range starts past the end
+                _raise_for_status(response)
+                body = await response.read()
+                _check_length(response, body)
+                if byte_range is None or range_header is None:
+                    return body
+                if response.status == 206:
+                    return _cut_partial(response, body, byte_range)
+                return byte_range.apply(body)  # the server ignored Range
+
+        return await self._call(key, "GET", attempt)
+
+    async def exists(self, key: str) -> bool:
+        """Whether the server has ``key`` (HEAD; a 1-byte GET where HEAD is refused)."""
+        return await self._size(validate_key(key), need_size=False) is not None
+
+    async def getsize(self, key: str) -> int | None:
+        """Size of the value at ``key`` from HEAD's Content-Length, or None if missing."""
+        return await self._size(validate_key(key), need_size=True)
+
+    async def set(self, key: str, value: bytes) -> None:
+        """Refused: HTTP stores are read-only."""
+        self._check_writable()
+
+    async def delete(self, key: str) -> None:
+        """Refused: HTTP stores are read-only."""
+        self._check_writable()
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Refused with StoreError: HTTP servers do not list keys."""
+        raise self._cannot_list(prefix)
+        yield  # pragma: no cover - makes this an async generator
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Refused with StoreError: HTTP servers do not list keys."""
+        raise self._cannot_list(prefix)
+        yield  # pragma: no cover - makes this an async generator
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _request_url(self, key: str) -> URL:
+        return URL(f"{self._base_url}/{quote(key, safe='/')}", encoded=True)
+
+    async def _call(self, key: str, action: str, attempt: Callable[[aiohttp.ClientSession], Awaitable[T]]) -> T:
+        connection = self._connection()
+        # Waiting for a slot happens outside the per-attempt timeout: a queue is not a slow server.
+        async with connection.slots:
+            return await call_with_retries(
+                lambda: attempt(connection.session),
+                url=self.key_url(key),
+                classify=_classify,
+                action=action,
+                denied_hint=self._denied_hint(),
+            )
+
+    async def _size(self, key: str, *, need_size: bool) -> int | None:
+        """Size of ``key`` (``_UNSET`` if unknown and not needed), or None if it is missing."""
+        if not self._head_refused:
+
+            async def head(session: aiohttp.ClientSession) -> int | None:
+                async with session.head(self._request_url(key), headers=self._headers, allow_redirects=True) as r:
+                    if r.status == 404:
+                        return None
+                    if r.status in _HEAD_REFUSED:
+                        self._head_refused = True
+                        return _UNSET
+                    _raise_for_status(r)
+                    if r.content_length is None or r.headers.get("Content-Encoding", "identity") != "identity":
+                        return _UNSET
+                    return r.content_length
+
+            size = await self._call(key, "HEAD", head)
+            if size != _UNSET or not (need_size or self._head_refused):
+                return size
+
+        async def first_byte(session: aiohttp.ClientSession) -> int | None:
+            headers = {**self._headers, "Range": "bytes=0-0"}
+            async with session.get(self._request_url(key), headers=headers) as response:
+                if response.status == 404:
+                    return None
+                if response.status == 416:
+                    return 0  # only an empty value has no first byte
+                _raise_for_status(response)
+                match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", ""))
+                if response.status == 206 and match and match.group(3) != "*":
+                    return int(match.group(3))
+                body = await response.read()
+                _check_length(response, body)
+                return len(body)
+
+        return await self._call(key, "GET", first_byte)
+
+    def _check_writable(self) -> None:
+        raise ReadOnlyError(f"{self.location}: HTTP stores are read-only; write the data with another store")
+
+    def _cannot_list(self, prefix: str) -> StoreError:
+        where = self.key_url(prefix.strip("/"))
+        return StoreError(
+            f"{where}: HTTP servers cannot list keys. Open groups that have consolidated metadata "
+            "(asyncarr.consolidate_metadata(store) where the data is written), or open arrays by their path"
+        )
+
+    def _denied_hint(self) -> str:
+        if self._headers:
+            return "The server did not accept the headers given (storage_options={'headers': ...})."
+        return "If the server needs credentials, pass storage_options={'headers': {'Authorization': ...}}."
+
+
+class _HTTPStatusError(Exception):
+    """A response whose status is neither success nor a 'missing' answer."""
+
+    def __init__(self, status: int, reason: str | None) -> None:
+        super().__init__(f"HTTP {status} {reason or ''}".rstrip())
+        self.status = status
+
+
+def _raise_for_status(response: aiohttp.ClientResponse) -> None:
+    if not 200 <= response.status < 300:
+        raise _HTTPStatusError(response.status, response.reason)
+
+
+def _check_length(response: aiohttp.ClientResponse, body: bytes) -> None:
+    """Raise ShortBodyError if ``body`` is shorter than the response announced."""
+    announced = response.content_length
+    if announced is not None and response.headers.get("Content-Encoding", "identity") == "identity":
+        if len(body) < announced:
+            raise ShortBodyError(f"the body has {len(body)} of the {announced} bytes announced")
+
+
+def _cut_partial(response: aiohttp.ClientResponse, body: bytes, byte_range: ByteRange) -> bytes:
+    """The bytes of ``byte_range`` from a 206 body, which may cover more than was asked."""
+    match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
+    if match is None:
+        return body
+    first, last, total = int(match.group(1)), int(match.group(2)), match.group(3)
+    if len(body) < last - first + 1:
+        raise ShortBodyError(f"the body has {len(body)} of the {last - first + 1} bytes of its Content-Range")
+    if total == "*":
+        return body[: last - first + 1]
+    start, stop = byte_range.resolve(int(total))
+    if start < first or stop > last + 1:
+        raise _HTTPStatusError(206, f"with Content-Range bytes {first}-{last}/{total}, not the range asked for")
+    return body[start - first : stop - first]
+
+
+# -- error mapping ---------------------------------------------------------------------------
+
+
+def _classify(exc: BaseException) -> Failure:
+    """How one failed attempt counts: refused, worth retrying, or final."""
+    if isinstance(exc, (_HTTPStatusError, aiohttp.ClientResponseError)):
+        status = exc.status
+        if status in (401, 403):
+            return Failure.DENIED
+        if status in (408, 429) or status >= 500:
+            return Failure.TRANSIENT
+        return Failure.FATAL
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return Failure.FATAL
+    if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError, ConnectionError)):
+        return Failure.TRANSIENT
+    return Failure.FATAL
+
+
+# -- URL scheme registration -----------------------------------------------------------------
+
+
+def _from_url(url: str, *, read_only: bool = True, **storage_options: Any) -> HTTPStore:
+    """``http(s)://`` URLs: the URL is the base URL; the only storage option is ``headers``."""
+    headers = storage_options.pop("headers", None)
+    if storage_options:
+        raise TypeError(
+            f"unknown storage_options for the HTTP store {URL(url).with_user(None)!s}: "
+            f"{', '.join(sorted(storage_options))}; HTTP stores accept only 'headers'"
+        )
+    return HTTPStore(url, headers=headers)  # read-only whatever was asked: writable modes are refused later
+
+
+STORE_SCHEMES["http"] = _from_url
+STORE_SCHEMES["https"] = _from_url
