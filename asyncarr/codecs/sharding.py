@@ -1,0 +1,314 @@
+"""The ``sharding_indexed`` codec: one stored object (a shard) holds a grid of inner chunks.
+
+Layout (zarr-specs v3 ``sharding_indexed``): the inner chunks' encoded bytes, in any order,
+plus an index of ``(offset, nbytes)`` uint64 pairs, one per inner chunk in C order of the inner
+grid, encoded with ``index_codecs`` (normally ``bytes`` little-endian + ``crc32c``) and placed
+at the ``end`` (default) or ``start`` of the shard. An entry of two ``2**64 - 1`` marks an inner
+chunk that was never written, which reads as the fill value.
+
+`ShardingCodec.decode` / `encode` turn whole shards into arrays and back (the array layer's
+read-modify-write of a partial shard goes through them). Encoding writes inner chunks in Morton
+order, as zarr-python does, so neighbouring inner chunks sit next to each other in the object,
+and omits inner chunks equal to the fill value unless ``config.write_empty_chunks`` is set.
+Reads of part of a shard use the helpers here (`index_byte_range`, `parse_index`,
+`decode_inner_chunk_into`) from `asyncarr.shards`, which fetches only the byte ranges it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+import numpy as np
+
+from asyncarr import config
+from asyncarr.codecs.pipeline import CodecPipeline, Selection
+from asyncarr.codecs.v3 import ArrayBytesCodec, Buffer, ChunkSpec, register_codec
+from asyncarr.errors import CodecError, MetadataError
+from asyncarr.stores.base import ByteRange
+
+__all__ = ["EMPTY_ENTRY", "ShardingCodec", "morton_order"]
+
+EMPTY_ENTRY = 2**64 - 1
+"""Offset and nbytes of an index entry whose inner chunk is absent (reads as the fill value)."""
+
+_INDEX_LOCATIONS = ("start", "end")
+_CONFIG_FIELDS = {"chunk_shape", "codecs", "index_codecs", "index_location"}
+_DEFAULT_INDEX_CODECS = ({"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChainMetadata:
+    """The few metadata attributes `CodecPipeline.from_metadata` reads, for an inner chain."""
+
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    fill_value: Any
+    codecs: tuple[Any, ...]
+    zarr_format: int = 3
+
+
+def morton_order(grid_shape: Sequence[int]) -> np.ndarray:
+    """Coordinates of every cell of `grid_shape`, shape ``(n, ndim)``, in Morton (Z-curve) order.
+
+    Axes interleave their bits from the lowest up, an axis dropping out once its bits are used
+    up, which is the order zarr-python writes inner chunks in.
+    """
+    grid_shape = tuple(int(n) for n in grid_shape)
+    coords = np.indices(grid_shape).reshape(len(grid_shape), -1).T
+    bits = [(n - 1).bit_length() for n in grid_shape]
+    if sum(bits) > 63:  # pragma: no cover - a grid of over 2**63 cells cannot be allocated anyway
+        return coords
+    codes = np.zeros(len(coords), dtype=np.uint64)
+    code_bit = 0
+    for bit in range(max(bits, default=0)):
+        for axis, axis_bits in enumerate(bits):
+            if bit < axis_bits:
+                codes |= ((coords[:, axis].astype(np.uint64) >> np.uint64(bit)) & np.uint64(1)) << np.uint64(code_bit)
+                code_bit += 1
+    return coords[np.argsort(codes, kind="stable")]
+
+
+def _fill_scalar(dtype: np.dtype, fill_value: Any) -> Any:
+    if fill_value is None:
+        return np.zeros((), dtype=dtype)[()]
+    return np.asarray(fill_value).astype(dtype)[()]
+
+
+def _fill_mask(array: np.ndarray, fill: Any, inner_shape: tuple[int, ...]) -> np.ndarray:
+    """For each inner chunk of `array` (a whole shard), whether all its elements equal `fill`."""
+    blocked_shape = [n for cells, inner in zip(array.shape, inner_shape, strict=True) for n in (cells // inner, inner)]
+    blocks = array.reshape(blocked_shape)
+    equal = blocks == fill
+    if array.dtype.kind in "fc" and np.isnan(fill):
+        equal |= np.isnan(blocks)
+    elif array.dtype.kind in "mM" and np.isnat(fill):
+        equal |= np.isnat(blocks)
+    return equal.all(axis=tuple(range(1, 2 * array.ndim, 2)))
+
+
+@register_codec
+class ShardingCodec(ArrayBytesCodec):
+    """The ``sharding_indexed`` array->bytes codec for shards of one shape (its input spec)."""
+
+    name = "sharding_indexed"
+
+    def __init__(
+        self,
+        *,
+        chunk_shape: Sequence[int],
+        codecs: Sequence[Any],
+        index_codecs: Sequence[Any] = _DEFAULT_INDEX_CODECS,
+        index_location: str = "end",
+        shard_spec: ChunkSpec,
+    ) -> None:
+        shard_shape = tuple(shard_spec.shape)
+        inner_shape = tuple(chunk_shape)
+        if len(inner_shape) != len(shard_shape):
+            raise MetadataError(
+                f"codec 'sharding_indexed': chunk_shape {list(inner_shape)} has {len(inner_shape)} dimensions, "
+                f"the shard {list(shard_shape)} has {len(shard_shape)}"
+            )
+        if any(shard % inner for shard, inner in zip(shard_shape, inner_shape, strict=True)):
+            raise MetadataError(
+                f"codec 'sharding_indexed': the shard shape {list(shard_shape)} is not a multiple of "
+                f"the inner chunk_shape {list(inner_shape)}"
+            )
+        if index_location not in _INDEX_LOCATIONS:
+            raise MetadataError(
+                f"codec 'sharding_indexed': index_location must be 'start' or 'end', got {index_location!r}"
+            )
+        self.shard_shape: tuple[int, ...] = shard_shape
+        self.inner_chunk_shape: tuple[int, ...] = inner_shape
+        self.chunks_per_shard: tuple[int, ...] = tuple(s // c for s, c in zip(shard_shape, inner_shape, strict=True))
+        self.index_location: str = index_location
+        self.dtype: np.dtype = np.dtype(shard_spec.dtype)
+        self.fill_value: Any = _fill_scalar(self.dtype, shard_spec.fill_value)
+        self.inner_pipeline: Any = CodecPipeline.from_metadata(
+            _ChainMetadata(inner_shape, self.dtype, self.fill_value, tuple(codecs))
+        )
+        self.index_pipeline: Any = CodecPipeline.from_metadata(
+            _ChainMetadata((*self.chunks_per_shard, 2), np.dtype(np.uint64), EMPTY_ENTRY, tuple(index_codecs))
+        )
+        self.index_nbytes: int = self._fixed_index_size()
+        self._write_order = [tuple(int(i) for i in row) for row in morton_order(self.chunks_per_shard)]
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
+        """Build from JSON for shards of `spec`; an invalid configuration raises `MetadataError`."""
+        configuration = json.get("configuration")
+        if not isinstance(configuration, Mapping):
+            raise MetadataError(f"codec 'sharding_indexed': configuration must be an object, got {configuration!r}")
+        unknown = set(configuration) - _CONFIG_FIELDS
+        missing = {"chunk_shape", "codecs"} - set(configuration)
+        if unknown or missing:
+            problem = f"unknown field(s) {sorted(unknown)}" if unknown else f"missing field(s) {sorted(missing)}"
+            raise MetadataError(f"codec 'sharding_indexed': configuration has {problem}")
+        chunk_shape = configuration["chunk_shape"]
+        if (
+            not isinstance(chunk_shape, Sequence)
+            or isinstance(chunk_shape, str)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in chunk_shape)
+        ):
+            raise MetadataError(
+                f"codec 'sharding_indexed': chunk_shape must be a list of positive integers, got {chunk_shape!r}"
+            )
+        for field in ("codecs", "index_codecs"):
+            value = configuration.get(field, ())
+            if not isinstance(value, Sequence) or isinstance(value, str):
+                raise MetadataError(f"codec 'sharding_indexed': {field} must be a list of codecs, got {value!r}")
+        return cls(
+            chunk_shape=chunk_shape,
+            codecs=configuration["codecs"],
+            index_codecs=configuration.get("index_codecs", _DEFAULT_INDEX_CODECS),
+            index_location=configuration.get("index_location", "end"),
+            shard_spec=spec,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON (field order as zarr-python writes it)."""
+        configuration = {
+            "chunk_shape": list(self.inner_chunk_shape),
+            "codecs": [codec.to_json() for codec in self.inner_pipeline.codecs],
+            "index_codecs": [codec.to_json() for codec in self.index_pipeline.codecs],
+            "index_location": self.index_location,
+        }
+        return {"name": self.name, "configuration": configuration}
+
+    def _fixed_index_size(self) -> int:
+        index = self.index_pipeline
+        spec = ChunkSpec((*self.chunks_per_shard, 2), np.dtype(np.uint64))
+        for codec in index.array_array:
+            spec = codec.resolve(spec)
+        size = index.array_bytes.encoded_size(spec)
+        for codec in index.bytes_bytes:
+            size = None if size is None else codec.encoded_size(size)
+        if size is None:
+            names = [codec.name for codec in index.codecs]
+            raise MetadataError(
+                f"codec 'sharding_indexed': index_codecs {names} do not have a fixed encoded size; "
+                "use 'bytes' optionally followed by 'crc32c'"
+            )
+        return size
+
+    # -- helpers for partial reads ---------------------------------------------------------
+
+    @property
+    def nchunks_per_shard(self) -> int:
+        """Number of inner chunks in one shard."""
+        return math.prod(self.chunks_per_shard)
+
+    def index_byte_range(self) -> ByteRange:
+        """Where the index lies in a stored shard: its last (``end``) or first (``start``) bytes."""
+        if self.index_location == "end":
+            return ByteRange.last(self.index_nbytes)
+        return ByteRange(0, self.index_nbytes)
+
+    def parse_index(self, data: Buffer, key: str) -> np.ndarray:
+        """Decode the index bytes of the shard at `key` into uint64 ``(*chunks_per_shard, 2)``
+        (offset, nbytes) pairs; a wrong length, checksum or malformed entry raises `CodecError`."""
+        try:
+            return self._parse_index(data)
+        except ValueError as exc:
+            raise CodecError(f"chunk {key}: {exc}") from exc
+
+    def _parse_index(self, data: Buffer) -> np.ndarray:
+        nbytes = memoryview(data).nbytes
+        if nbytes != self.index_nbytes:
+            raise ValueError(f"the shard index has {nbytes} bytes, expected {self.index_nbytes} (truncated shard?)")
+        try:
+            index = self.index_pipeline.decode(data, (*self.chunks_per_shard, 2), "index")
+        except CodecError as exc:
+            raise ValueError(f"cannot decode the shard index: {exc.__cause__}") from exc.__cause__
+        offsets, lengths = index[..., 0], index[..., 1]
+        half_empty = (offsets == EMPTY_ENTRY) != (lengths == EMPTY_ENTRY)
+        if half_empty.any():
+            coords = tuple(int(i) for i in np.argwhere(half_empty)[0])
+            raise ValueError(f"the shard index entry of inner chunk {coords} is half empty")
+        present = offsets != EMPTY_ENTRY
+        if (offsets[present] > EMPTY_ENTRY - lengths[present]).any():
+            raise ValueError("a shard index entry overflows 64 bits")
+        return index
+
+    def decode_inner_chunk_into(
+        self,
+        data: Buffer,
+        key: str,
+        inner_coords: tuple[int, ...],
+        out: np.ndarray,
+        out_selection: Selection,
+        chunk_selection: Selection,
+    ) -> None:
+        """Decode one inner chunk of the shard at `key` and copy ``chunk[chunk_selection]`` into
+        ``out[out_selection]``; failures raise `CodecError` naming the key and inner chunk."""
+        label = f"{key} (inner chunk {tuple(inner_coords)})"
+        self.inner_pipeline.decode_into(data, self.inner_chunk_shape, label, out, out_selection, chunk_selection)
+
+    def decode_inner_chunk(self, data: Buffer, key: str, inner_coords: tuple[int, ...]) -> np.ndarray:
+        """Decode one inner chunk of the shard at `key` into a new array of `inner_chunk_shape`."""
+        return self.inner_pipeline.decode(data, self.inner_chunk_shape, f"{key} (inner chunk {tuple(inner_coords)})")
+
+    def inner_region(self, inner_coords: Sequence[int]) -> tuple[slice, ...]:
+        """The part of the shard array that inner chunk `inner_coords` covers."""
+        return tuple(slice(c * n, (c + 1) * n) for c, n in zip(inner_coords, self.inner_chunk_shape, strict=True))
+
+    # -- whole shards -------------------------------------------------------------------------
+
+    def _check_spec(self, spec: ChunkSpec) -> None:
+        if tuple(spec.shape) != self.shard_shape:
+            raise ValueError(f"shard has shape {tuple(spec.shape)}, the codec was built for {self.shard_shape}")
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
+        """Decode a whole shard; absent inner chunks read as the fill value."""
+        self._check_spec(spec)
+        view = memoryview(data).cast("B")
+        if len(view) < self.index_nbytes:
+            raise ValueError(f"shard of {len(view)} bytes is shorter than its {self.index_nbytes}-byte index")
+        if self.index_location == "end":
+            index = self._parse_index(view[len(view) - self.index_nbytes :])
+        else:
+            index = self._parse_index(view[: self.index_nbytes])
+        present = index[..., 0] != EMPTY_ENTRY
+        ends = index[..., 0][present] + index[..., 1][present]
+        if ends.size and int(ends.max()) > len(view):
+            raise ValueError(f"the shard index points past the end of the shard ({len(view)} bytes)")
+        shard = np.empty(self.shard_shape, dtype=spec.dtype)
+        if not present.all():
+            shard[...] = self.fill_value
+        for coords in (tuple(int(i) for i in row) for row in np.argwhere(present)):
+            offset, nbytes = (int(n) for n in index[coords])
+            try:
+                self.inner_pipeline.decode_into(
+                    view[offset : offset + nbytes], self.inner_chunk_shape, "", shard, self.inner_region(coords), ()
+                )
+            except CodecError as exc:
+                raise ValueError(f"inner chunk {coords}: {exc.__cause__}") from exc.__cause__
+        return shard
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
+        """Encode a whole shard; inner chunks equal to the fill value are left out (as absent)
+        unless ``config.write_empty_chunks`` is set. A shard of nothing but fill is just an index."""
+        self._check_spec(spec)
+        index = np.full((*self.chunks_per_shard, 2), EMPTY_ENTRY, dtype=np.uint64)
+        if config.get("write_empty_chunks"):
+            omitted = np.zeros(self.chunks_per_shard, dtype=bool)
+        else:
+            omitted = _fill_mask(array, self.fill_value, self.inner_chunk_shape)
+        pieces: list[bytes] = []
+        offset = self.index_nbytes if self.index_location == "start" else 0
+        for coords in self._write_order:
+            if omitted[coords]:
+                continue
+            try:
+                encoded = self.inner_pipeline.encode(array[self.inner_region(coords)], "")
+            except CodecError as exc:
+                raise ValueError(f"inner chunk {coords}: {exc.__cause__}") from exc.__cause__
+            index[coords] = (offset, len(encoded))
+            offset += len(encoded)
+            pieces.append(encoded)
+        index_bytes = self.index_pipeline.encode(index, "index")
+        if self.index_location == "start":
+            return b"".join((index_bytes, *pieces))
+        return b"".join((*pieces, index_bytes))
