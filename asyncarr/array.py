@@ -161,6 +161,12 @@ class AsyncArray:
         name = f" {self.name!r}" if self._path else ""
         return f"<AsyncArray{name} {self.shape} {self.dtype}>"
 
+    async def __aenter__(self) -> AsyncArray:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._store.close()
+
     def sync(self) -> Any:
         """Return the blocking facade (``asyncarr.sync.Array``) over this array."""
         from .sync import Array
@@ -373,7 +379,8 @@ class AsyncArray:
             region = tuple(
                 slice(new_shape[d], min(old_shape[d], -(-new_shape[d] // self.chunks[d]) * self.chunks[d]))
                 if d == axis
-                else slice(0, min(old_shape[d], new_shape[d]))
+                # Other axes run to the edge of the chunks that survive, so corners cut on two axes clear too.
+                else slice(0, min(old_shape[d], -(-new_shape[d] // self.chunks[d]) * self.chunks[d]))
                 for d in range(self.ndim)
             )
             await self.setitem(region, fill)

@@ -160,6 +160,12 @@ class AsyncGroup:
     def __repr__(self) -> str:
         return f"<AsyncGroup {self.name!r}>"
 
+    async def __aenter__(self) -> AsyncGroup:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._store.close()
+
     def sync(self) -> Any:
         """Return the blocking facade (``asyncarr.sync.Group``) over this group."""
         from .sync import Group

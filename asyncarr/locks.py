@@ -14,18 +14,41 @@ from collections.abc import AsyncIterator
 __all__ = ["ProcessSynchronizer", "ThreadSynchronizer", "chunk_lock"]
 
 _registry_lock = threading.Lock()
-_locks: weakref.WeakValueDictionary[tuple[str, str, int], asyncio.Lock] = weakref.WeakValueDictionary()
+_loop_locks: weakref.WeakValueDictionary[tuple[str, str, int], asyncio.Lock] = weakref.WeakValueDictionary()
+_process_locks: weakref.WeakValueDictionary[tuple[str, str], _ThreadLock] = weakref.WeakValueDictionary()
 
 
-def _in_process_lock(location: str, key: str) -> asyncio.Lock:
-    # Keyed by the store's location, not the Python object, so two handles on one path share it.
+class _ThreadLock:
+    """A threading.Lock that can live in a WeakValueDictionary (a bare Lock cannot be weakly referenced)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+def _in_loop_lock(location: str, key: str) -> asyncio.Lock:
     loop_id = id(asyncio.get_running_loop())
     with _registry_lock:
-        lock = _locks.get((location, key, loop_id))
+        lock = _loop_locks.get((location, key, loop_id))
         if lock is None:
-            lock = asyncio.Lock()
-            _locks[(location, key, loop_id)] = lock
+            lock = _loop_locks[(location, key, loop_id)] = asyncio.Lock()
         return lock
+
+
+def _across_loops_lock(location: str, key: str) -> _ThreadLock:
+    with _registry_lock:
+        lock = _process_locks.get((location, key))
+        if lock is None:
+            lock = _process_locks[(location, key)] = _ThreadLock()
+        return lock
+
+
+async def _acquire_polling(lock: threading.Lock) -> None:
+    # Only tasks of *other* event loops can hold it (tasks of this loop queue on the asyncio
+    # lock first), so contention is rare: poll with a short backoff instead of parking a thread.
+    delay = 0.0005
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.01)
 
 
 class ThreadSynchronizer:
@@ -69,13 +92,23 @@ class ProcessSynchronizer:
 async def chunk_lock(
     location: str, key: str, synchronizer: ProcessSynchronizer | ThreadSynchronizer | None = None
 ) -> AsyncIterator[None]:
-    """Hold the lock of one chunk for a read-modify-write."""
-    async with _in_process_lock(location, key):
-        if isinstance(synchronizer, ProcessSynchronizer):
-            fd = await asyncio.to_thread(synchronizer.acquire, location, key)
-            try:
+    """Hold the lock of one chunk for a read-modify-write.
+
+    Keyed by the store's location and the chunk key, so every handle, task, thread and event
+    loop of this process writing that chunk takes turns; a ProcessSynchronizer adds a file lock
+    so other processes take turns too.
+    """
+    across_loops = _across_loops_lock(location, key)
+    async with _in_loop_lock(location, key):
+        await _acquire_polling(across_loops.lock)
+        try:
+            if isinstance(synchronizer, ProcessSynchronizer):
+                fd = await asyncio.to_thread(synchronizer.acquire, location, key)
+                try:
+                    yield
+                finally:
+                    synchronizer.release(fd)
+            else:
                 yield
-            finally:
-                synchronizer.release(fd)
-        else:
-            yield
+        finally:
+            across_loops.lock.release()

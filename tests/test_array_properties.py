@@ -355,3 +355,14 @@ def test_assigning_another_array_copies_equal_data(source_format: int, target_fo
     )
     z3[:] = z1
     assert_same_as_numpy(z3[:], a)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_shrinking_two_axes_then_growing_shows_fill_values_not_stale_data(zarr_format):
+    z = za.zeros((10, 10), chunks=(4, 4), dtype="i4", zarr_format=zarr_format)
+    z[:] = 1
+    z.resize(6, 6)
+    z.resize(10, 10)
+    expected = np.zeros((10, 10), dtype="i4")
+    expected[:6, :6] = 1
+    np.testing.assert_array_equal(z[:], expected)

@@ -81,21 +81,22 @@ def _normalize_prefix(prefix: str) -> str:
     return ""
 
 
-class _LoopBound:
-    """One asyncio primitive per event loop, created on first use in that loop."""
+_limiters_lock = threading.Lock()
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
 
-    def __init__(self, factory: Any) -> None:
-        self._factory = factory
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
 
-    def get(self) -> Any:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            item = self._per_loop.get(loop)
-            if item is None:
-                item = self._per_loop[loop] = self._factory()
-            return item
+def _shared_limiter(location: str) -> asyncio.Semaphore:
+    """The semaphore for ``location`` in the running loop, sized by the current ``config.concurrency``."""
+    loop = asyncio.get_running_loop()
+    concurrency = config.get("concurrency")
+    with _limiters_lock:
+        per_loop = _limiters.setdefault(loop, {})
+        limiter = per_loop.get((location, concurrency))
+        if limiter is None:
+            limiter = per_loop[(location, concurrency)] = asyncio.Semaphore(concurrency)
+        return limiter
 
 
 class Store(abc.ABC):
@@ -204,12 +205,13 @@ class Store(abc.ABC):
 
     @property
     def limiter(self) -> asyncio.Semaphore:
-        """The semaphore bounding this store's requests in the running event loop."""
-        bound = self.__dict__.get("_limiters")
-        if bound is None:
-            bound = _LoopBound(lambda: asyncio.Semaphore(config.get("concurrency")))
-            bound = self.__dict__.setdefault("_limiters", bound)
-        return bound.get()
+        """The semaphore bounding requests to this store's location in the running event loop.
+
+        Shared by every handle on the same location (two opens of one path share one bound)
+        and sized by ``config.concurrency`` as it is now: changing the setting takes effect
+        for calls made afterwards.
+        """
+        return _shared_limiter(self.location)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -236,9 +238,7 @@ class Store(abc.ABC):
             raise RuntimeError(f"{type(self).__name__} must be closed with 'async with' or 'await store.close()'")
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.pop("_limiters", None)
-        return state
+        return dict(self.__dict__)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -172,9 +172,16 @@ class ZipStore(Store):
             yield child
 
     async def delete_prefix(self, prefix: str) -> None:
-        """A prefix with no members is a no-op; one with members raises ValueError (zip cannot delete)."""
+        """Deleting everything ('') starts the zip afresh; a smaller prefix with members raises ValueError.
+
+        A zip file cannot drop single members, but emptying the whole store is rewriting the
+        file, which is what opening with mode 'w' over an existing zip asks for.
+        """
         self._check_writable()
         prefix = _normalize_prefix(prefix)
+        if not prefix:
+            await self._locked("", self._start_afresh)
+            return
         names = [name async for name in self.list_prefix(prefix)]
         if names:
             shown = ", ".join(repr(name) for name in names[:3]) + (", ..." if len(names) > 3 else "")
@@ -184,6 +191,11 @@ class ZipStore(Store):
             )
 
     # -- blocking work, run on a thread under the lock -----------------------------------------
+
+    def _start_afresh(self) -> None:
+        """Close the file and truncate it on the next write; reads see an empty store until then."""
+        self._close_file()
+        self._open_mode = "w"
 
     def _member_info(self, key: str) -> zipfile.ZipInfo | None:
         zip_file = self._opened(for_write=False)
