@@ -100,13 +100,16 @@ class _Connection:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, open_client: Callable[[], Any], location: str) -> None:
-        self.loop = loop
+        self._loop = weakref.ref(loop)  # a strong one would keep the store's per-loop entry alive forever
         self.closed = False
         self._open_client = open_client
         self._location = location
         self._client: Any = None
         self._opening: asyncio.Future[Any] | None = None
         self._keeper: Any = None
+
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop()
 
     async def client(self) -> Any:
         if self._client is not None:
@@ -156,9 +159,9 @@ class _Connection:
 
 def _close_connections_at_exit() -> None:
     for connection in list(_open_connections):
-        loop = connection.loop
+        loop = connection.loop()
         try:
-            if loop.is_closed():
+            if loop is None or loop.is_closed():
                 continue
             if loop.is_running():
                 asyncio.run_coroutine_threadsafe(connection.close(), loop).result(timeout=5)

@@ -42,6 +42,7 @@ __all__ = [
     "moto_endpoint",
     "new_bucket",
     "reopen_read_only",
+    "seed_objects",
     "upload_directory",
 ]
 
@@ -118,6 +119,17 @@ def upload_directory(local_dir: str | os.PathLike[str], bucket: str, prefix: str
             s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
             keys.append(key)
     return keys
+
+
+def seed_objects(bucket: str, objects: dict[str, bytes]) -> None:
+    """Put objects straight into the in-process moto's storage: 1,000 keys in ~0.1 s instead of ~7 s of PUTs."""
+    moto_endpoint()
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for key, value in objects.items():
+        backend.put_object(bucket, key, value)
 
 
 @dataclasses.dataclass(frozen=True)
