@@ -1,0 +1,542 @@
+"""AzureStore: blobs in an Azure Blob Storage container, over azure-storage-blob's asyncio client.
+
+The store drives the SDK's ``azure.storage.blob.aio.ContainerClient`` directly rather than
+adlfs: adlfs's anonymous mode always builds ``https://`` endpoints (so it cannot reach an
+emulator or a plain-HTTP endpoint), and its filesystem layer adds nothing a key/value
+store needs. Every request goes through `call_with_retries`; the SDK's own retry policy is
+switched off (``retry_total=0``) so retries are counted once. One SDK loop remains: when
+the body of a download breaks off, the SDK re-reads it up to three times by itself (a
+hard-coded loop with no setting); whatever still fails after that is retried here.
+
+Azure has no suffix ranges: the last N bytes cost a HEAD for the size, then a ranged GET.
+A range starting at or past the end reads as ``b""`` (Azure answers 416).
+
+Credentials (an account key, a SAS token, a connection string, a SAS in ``account_url``)
+never appear in a repr or an error message: the SDK's exceptions are cut down to status,
+error code and first line and scrubbed of every secret the store holds before they are
+chained. The SDK's own request log (logger ``azure.core.pipeline.policies.http_logging_policy``)
+redacts query strings, so SAS signatures do not reach logs.
+
+Clients belong to an event loop: the store keeps one per loop, created on first use, and
+closes it when that loop shuts down (``asyncio.run`` finalises async generators, and each
+client is tied to one) or when ``close()`` is awaited in that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import importlib.util
+import re
+import threading
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    IncompleteReadError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.core.pipeline.transport import AioHttpTransport
+from azure.storage.blob.aio import ContainerClient
+
+from .. import config
+from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .retry import Failure, ShortBodyError, call_with_retries
+from .url import STORE_SCHEMES
+
+__all__ = ["STORAGE_OPTIONS", "AzureStore"]
+
+T = TypeVar("T")
+
+_LIST_PAGE_SIZE = 1000  # Azure allows 5000; smaller pages let the first keys arrive early
+_MIN_POOL = 100  # aiohttp's default connection limit; raised to config.concurrency when that is larger
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+# -- options ----------------------------------------------------------------------------------
+
+STORAGE_OPTIONS = ("account_name", "account_key", "sas_token", "connection_string", "account_url", "anon")
+"""The ``storage_options`` an ``az://`` or ``abfs://`` URL accepts."""
+
+
+def _parse_url(url: str) -> tuple[str, str, str | None, str | None]:
+    """``(container, prefix, account_name, account_url)`` of ``az://container/prefix`` or
+    ``abfs://container@account.dfs.core.windows.net/prefix`` (the last two from the ``@`` form only)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator or scheme.lower() not in ("az", "abfs"):
+        raise ValueError(f"{url!r} is not an az:// or abfs:// URL")
+    netloc, _, prefix = rest.partition("/")
+    container, at, host = netloc.partition("@")
+    if not container:
+        raise ValueError(f"{url!r} names no container; write az://container/path")
+    account_name = account_url = None
+    if at:
+        account_name = host.split(".", 1)[0]
+        if not account_name:
+            raise ValueError(f"{url!r}: expected container@account.dfs.core.windows.net")
+        if "." in host:  # the Data Lake endpoint's blob twin serves the same data
+            account_url = "https://" + host.replace(".dfs.", ".blob.", 1)
+    return container, prefix.strip("/"), account_name, account_url
+
+
+def _connection_fields(connection_string: str) -> dict[str, str]:
+    pairs = (part.partition("=") for part in connection_string.split(";"))
+    return {name.strip().lower(): value.strip() for name, _, value in pairs if name.strip()}
+
+
+def _url_sas(account_url: str | None) -> str:
+    """The SAS query an ``account_url`` carries, or ''."""
+    query = (account_url or "").partition("?")[2]
+    return query if "sig=" in query else ""
+
+
+def _check_credentials(options: dict[str, Any]) -> None:
+    """Reject contradictory credential options, and none at all when azure-identity is missing."""
+    given = [name for name in ("account_key", "sas_token", "credential", "anon") if options[name]]
+    if options["connection_string"]:
+        extra = given + ["account_url"] * bool(options["account_url"])
+        if extra:
+            raise ValueError(
+                f"connection_string already holds the endpoint and credentials; do not also pass {', '.join(extra)}"
+            )
+        return
+    if len(given) > 1:
+        raise ValueError(f"pass only one of account_key, sas_token, credential and anon (got {', '.join(given)})")
+    if options["account_key"] and not options["account_name"]:
+        raise ValueError("account_key needs account_name (the storage account it belongs to)")
+    if not options["account_url"] and not options["account_name"]:
+        raise ValueError("name the storage account: pass account_name (or account_url, or connection_string)")
+    if not given and not _url_sas(options["account_url"]) and importlib.util.find_spec("azure.identity") is None:
+        raise ValueError(
+            "no Azure credentials given: pass account_key, sas_token or connection_string in storage_options, "
+            'or {"anon": True} for a public container (or install azure-identity to use DefaultAzureCredential)'
+        )
+
+
+# -- client lifecycle -------------------------------------------------------------------------
+
+
+class _Connection:
+    """One event loop's client, and the suspended async generator whose finalisation closes it."""
+
+    def __init__(self, client: ContainerClient, credential: Any, registry: _Connections) -> None:
+        self.client = client
+        self.closer = _close_on_shutdown(client, credential, registry)
+
+
+async def _close_on_shutdown(client: ContainerClient, credential: Any, registry: _Connections) -> AsyncIterator[None]:
+    # Suspended at the yield for the client's life; ``asyncio.run`` (shutdown_asyncgens),
+    # ``AzureStore.close`` or garbage collection resumes it in its own loop to close the client.
+    try:
+        yield
+    finally:
+        registry.discard(client)
+        await client.close()
+        if credential is not None:
+            await credential.close()
+
+
+class _Connections:
+    """A store's clients, one per event loop (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = weakref.WeakKeyDictionary()
+
+    def get_or_create(
+        self, loop: asyncio.AbstractEventLoop, create: Callable[[], _Connection]
+    ) -> tuple[_Connection, bool]:
+        with self._lock:
+            connection = self._by_loop.get(loop)
+            if connection is not None:
+                return connection, False
+            connection = self._by_loop[loop] = create()
+            return connection, True
+
+    def discard(self, client: ContainerClient) -> None:
+        with self._lock:
+            for loop, connection in list(self._by_loop.items()):
+                if connection.client is client:
+                    del self._by_loop[loop]
+
+    def take_all(self) -> dict[asyncio.AbstractEventLoop, _Connection]:
+        with self._lock:
+            taken = dict(self._by_loop)
+            self._by_loop.clear()
+            return taken
+
+
+class AzureStore(Store):
+    """A container (and a path prefix in it) of Azure Blob Storage; key ``k`` is the blob ``prefix/k``.
+
+    Credentials, one of: ``connection_string``; ``account_key`` (with ``account_name``);
+    ``sas_token``; ``credential`` (an azure-identity async credential); ``anon=True`` for public
+    containers; none of these: azure-identity's ``DefaultAzureCredential``, if it is installed.
+    ``account_url`` points at emulators and sovereign clouds (default
+    ``https://{account_name}.blob.core.windows.net``).
+    """
+
+    def __init__(
+        self,
+        container: str,
+        prefix: str = "",
+        *,
+        read_only: bool = False,
+        account_name: str | None = None,
+        account_key: str | None = None,
+        sas_token: str | None = None,
+        connection_string: str | None = None,
+        account_url: str | None = None,
+        anon: bool = False,
+        credential: Any = None,
+    ) -> None:
+        super().__init__(read_only=read_only)
+        if not container or "/" in container:
+            raise ValueError(f"invalid Azure container name {container!r}")
+        self.container = container
+        self.prefix = prefix.strip("/")
+        self._root = _normalize_prefix(self.prefix)  # validates the prefix like a key
+        _check_credentials(dict(locals()))
+        self.account_name = account_name
+        self.anon = bool(anon)
+        self._account_key = account_key
+        self._sas_token = sas_token.lstrip("?") if sas_token else None
+        self._connection_string = connection_string
+        self._account_url = account_url.rstrip("/") if account_url else None
+        self._credential = credential
+        self._connections = _Connections()
+
+    @classmethod
+    def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> AzureStore:
+        """Open ``az://container/prefix`` (or ``abfs://container@account.dfs.core.windows.net/prefix``)."""
+        unknown = sorted(set(storage_options) - set(STORAGE_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"unknown storage_options for {url!r}: {', '.join(unknown)}; "
+                f"Azure stores accept {', '.join(STORAGE_OPTIONS)}"
+            )
+        container, prefix, account_name, account_url = _parse_url(url)
+        options = dict(storage_options)
+        if account_name and options.get("account_name", account_name) != account_name:
+            raise ValueError(f"{url!r} names the account {account_name!r} but account_name={options['account_name']!r}")
+        if account_name and not options.get("connection_string"):
+            options.setdefault("account_name", account_name)
+            if account_url:
+                options.setdefault("account_url", account_url)
+        return cls(container, prefix, read_only=read_only, **options)
+
+    @property
+    def location(self) -> str:
+        """``az://container/prefix``."""
+        return f"az://{self.container}/{self.prefix}".rstrip("/")
+
+    def _anonymous(self) -> bool:
+        if self._connection_string:
+            return not {"accountkey", "sharedaccesssignature"} & set(_connection_fields(self._connection_string))
+        return self.anon
+
+    def _secrets(self) -> list[str]:
+        fields = _connection_fields(self._connection_string or "")
+        secrets = [self._account_key, self._sas_token, self._connection_string, _url_sas(self._account_url)]
+        return [s for s in (*secrets, fields.get("accountkey"), fields.get("sharedaccesssignature")) if s]
+
+    # -- client lifecycle -------------------------------------------------------------------
+
+    async def _client(self) -> ContainerClient:
+        """This event loop's client, created on first use."""
+        connection, created = self._connections.get_or_create(asyncio.get_running_loop(), self._connect)
+        if created:
+            await connection.closer.__anext__()  # ties the client to the loop's shutdown
+        return connection.client
+
+    def _connect(self) -> _Connection:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=max(_MIN_POOL, config.get("concurrency"))),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
+            trust_env=True,
+        )
+        options = {"transport": AioHttpTransport(session=session, session_owner=True), "retry_total": 0}
+        if self._connection_string:
+            client = ContainerClient.from_connection_string(self._connection_string, self.container, **options)
+            return _Connection(client, None, self._connections)
+        credential, owned = self._credential, None
+        if self._account_key:
+            credential = {"account_name": self.account_name, "account_key": self._account_key}
+        elif self._sas_token:
+            credential = self._sas_token
+        elif credential is None and not self.anon and not _url_sas(self._account_url):
+            from azure.identity.aio import DefaultAzureCredential
+
+            credential = owned = DefaultAzureCredential()
+        account_url = self._account_url or f"https://{self.account_name}.blob.core.windows.net"
+        client = ContainerClient(account_url, self.container, credential=credential, **options)
+        return _Connection(client, owned, self._connections)
+
+    async def close(self) -> None:
+        """Close this event loop's client; clients of other loops close when their loops shut down."""
+        connections = self._connections.take_all()
+        try:
+            current = connections.get(asyncio.get_running_loop())
+        except RuntimeError:  # closed outside any loop: nothing here to await
+            return
+        if current is not None:
+            await current.closer.aclose()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_connections", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._connections = _Connections()
+
+    # -- the Store interface ------------------------------------------------------------------
+
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """The blob's bytes (or a range of them), or None if the blob does not exist."""
+        name = self._root + validate_key(key)
+        if byte_range is None:
+            return await self._request(key, "read", lambda client: _download(client, name, None, None))
+        if byte_range.suffix is not None or byte_range.length == 0:
+            size = await self._size(key)
+            if size is None:
+                return None
+            start, stop = byte_range.resolve(size)
+            if start == stop:
+                return b""
+            offset, length = start, stop - start
+        else:
+            offset, length = byte_range.offset, byte_range.length
+        return await self._request(key, "read", lambda client: _download(client, name, offset, length), past_end=b"")
+
+    async def set(self, key: str, value: bytes) -> None:
+        """Upload ``value`` as the blob ``key``, replacing any previous one."""
+        self._check_writable()
+        name = self._root + validate_key(key)
+        data = value if isinstance(value, bytes) else bytes(value)
+        await self._request(key, "write", lambda client: client.upload_blob(name, data, overwrite=True))
+
+    async def delete(self, key: str) -> None:
+        """Delete the blob ``key`` (and its snapshots); a missing blob is fine."""
+        self._check_writable()
+        name = self._root + validate_key(key)
+        await self._request(key, "delete", lambda client: client.delete_blob(name, delete_snapshots="include"))
+
+    async def exists(self, key: str) -> bool:
+        """Whether the blob ``key`` exists."""
+        return await self._size(validate_key(key)) is not None
+
+    async def getsize(self, key: str) -> int | None:
+        """Size in bytes of the blob ``key``, or None if missing (one HEAD request)."""
+        return await self._size(validate_key(key))
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield every key below ``prefix``, fetched a page of up to 1000 at a time."""
+        start = self._root + _normalize_prefix(prefix)
+        async for item in self._list(prefix, lambda c: c.list_blobs(name_starts_with=start or None, **_PAGED)):
+            key = item.name[len(self._root) :]
+            if key and not key.endswith("/"):  # "dir/" marker blobs made by other tools are not keys
+                yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Yield the names of the immediate children of ``prefix`` (blobs and 'directories')."""
+        start = self._root + _normalize_prefix(prefix)
+        seen: set[str] = set()
+        walk = lambda c: c.walk_blobs(name_starts_with=start or None, delimiter="/", **_PAGED)  # noqa: E731
+        async for item in self._list(prefix, walk):
+            child = item.name[len(start) :].rstrip("/")
+            if child and child not in seen:
+                seen.add(child)
+                yield child
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def _size(self, key: str) -> int | None:
+        async def properties(client: ContainerClient) -> int:
+            return (await client.get_blob_client(self._root + key).get_blob_properties()).size
+
+        return await self._request(key, "read", properties)
+
+    async def _request(
+        self,
+        key: str,
+        action: str,
+        operation: Callable[[ContainerClient], Awaitable[T]],
+        *,
+        missing: Any = None,
+        past_end: Any = None,
+    ) -> Any:
+        """Run one request with retries; a missing blob gives ``missing``, a range past its end ``past_end``."""
+        anonymous, secrets = self._anonymous(), self._secrets()
+
+        async def attempt() -> Any:
+            client = await self._client()
+            try:
+                return await operation(client)
+            except AzureError as exc:
+                outcome = _classify(exc, anonymous)
+                if outcome is _Absent.BLOB:
+                    return missing
+                if outcome is _Absent.RANGE:
+                    return past_end
+                _tidy(exc, secrets, self.container)
+                raise
+
+        return await call_with_retries(
+            attempt,
+            url=self.key_url(key),
+            classify=lambda exc: _failure(exc, anonymous),
+            action=action,
+            denied_hint=_DENIED_HINTS[anonymous],
+        )
+
+    async def _list(self, prefix: str, pager: Callable[[ContainerClient], Any]) -> AsyncIterator[Any]:
+        """The items of a listing, page by page; each page is retried on its own."""
+        token: str | None = None
+        while True:
+
+            async def page(client: ContainerClient, token: str | None = token) -> tuple[list[Any], str | None]:
+                pages = pager(client).by_page(continuation_token=token)
+                try:
+                    items = [item async for item in await pages.__anext__()]
+                except StopAsyncIteration:
+                    return [], None
+                return items, pages.continuation_token
+
+            items, token = await self._request(prefix.strip("/"), "list", page, missing=([], None))
+            for item in items:
+                yield item
+            if not token:
+                return
+
+
+_PAGED = {"results_per_page": _LIST_PAGE_SIZE}
+
+
+async def _download(client: ContainerClient, name: str, offset: int | None, length: int | None) -> bytes:
+    downloader = await client.download_blob(name, offset=offset, length=length, max_concurrency=1)
+    data = await downloader.readall()
+    if len(data) != downloader.size:
+        raise ShortBodyError(f"got {len(data)} of {downloader.size} bytes")
+    return data
+
+
+# -- error mapping ----------------------------------------------------------------------------
+
+_DENIED_HINTS = {
+    True: "Anonymous requests only reach public containers: pass account_key (with account_name), "
+    "sas_token or connection_string in storage_options.",
+    False: "Check the account key, SAS token or connection string and its permissions; "
+    'the container may be public: pass storage_options={"anon": True}.',
+}
+
+
+class _Absent(enum.Enum):
+    """Failures that are answers: the blob is not there, or the range starts past its end."""
+
+    BLOB = "blob"
+    RANGE = "range"
+
+
+def _classify(exc: BaseException, anonymous: bool) -> Failure | _Absent:
+    """How one failed SDK call counts: an absent blob or range, or a `Failure` kind for the retry loop."""
+    status = getattr(exc, "status_code", None)
+    code = _error_code(exc)
+    if isinstance(exc, ResourceNotFoundError) or status == 404:
+        if code == "ContainerNotFound":
+            return Failure.FATAL
+        if code == "ResourceNotFound" and anonymous:
+            return Failure.DENIED  # Azure's answer to anonymous requests for private containers
+        return _Absent.BLOB
+    if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
+        return Failure.DENIED
+    if status == 409 and code == "PublicAccessNotPermitted":
+        return Failure.DENIED
+    if status == 416:
+        return _Absent.RANGE
+    if status in _TRANSIENT_STATUS:
+        return Failure.TRANSIENT
+    transient = (IncompleteReadError, ServiceRequestError, ServiceResponseError, aiohttp.ClientError, OSError)
+    if any(isinstance(cause, transient) for cause in _chain(exc)):  # OSError covers timeouts and resets
+        return Failure.TRANSIENT
+    return Failure.FATAL
+
+
+def _failure(exc: BaseException, anonymous: bool) -> Failure:
+    outcome = _classify(exc, anonymous)
+    return outcome if isinstance(outcome, Failure) else Failure.FATAL
+
+
+def _error_code(exc: BaseException) -> str:
+    """Azure's error code (``BlobNotFound``), whether the SDK left it a string or a StorageErrorCode."""
+    code = getattr(exc, "error_code", None) or ""
+    return str(getattr(code, "value", code))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, its causes, contexts and the SDK's ``inner_exception``s, each once."""
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending += [current.__cause__, current.__context__, getattr(current, "inner_exception", None)]
+    return found
+
+
+_SAS_SIGNATURE = re.compile(r"(sig=)[^&\s'\"]+", re.IGNORECASE)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return _SAS_SIGNATURE.sub(r"\1***", text)
+
+
+def _tidy(exc: AzureError, secrets: list[str], container: str) -> None:
+    """Cut the SDK's exception (and those it chains) down to one line without any secret, in place.
+
+    The SDK's messages carry the XML error body, which for a refused signature can quote the
+    request's SAS signature; ``HttpResponseError.__str__`` re-reads the body from the response,
+    so that is dropped too (status, reason and error code stay as attributes).
+    """
+    for item in _chain(exc):
+        _cut_leaking_links(item, secrets)
+        if isinstance(item, HttpResponseError) and item.status_code is not None:
+            code = _error_code(item)
+            text = item.message.strip().splitlines()[0] if item.message and item.message.strip() else ""
+            if text.startswith("Operation returned an invalid status") or not text:
+                text = item.reason or ""  # HEAD requests have no body to quote
+            if code == "ContainerNotFound":
+                text = f"the container {container!r} does not exist"
+            text = f"{item.status_code}{' ' + code if code else ''}: {text}"
+            item.response = None
+        else:
+            text = str(item)
+        item.args = (_scrub(text, secrets),)
+        if isinstance(item, AzureError):
+            item.message = item.exc_msg = item.args[0]
+
+
+def _cut_leaking_links(exc: BaseException, secrets: list[str]) -> None:
+    """Unchain exceptions we cannot rewrite (aiohttp's format their own text) whose text holds a secret."""
+    for link in ("__cause__", "__context__", "inner_exception", "exc_value"):
+        linked = getattr(exc, link, None)
+        if isinstance(linked, BaseException) and not isinstance(linked, AzureError) and linked is not exc:
+            text = str(linked)
+            if _scrub(text, secrets) != text:
+                setattr(exc, link, None)
+
+
+STORE_SCHEMES["az"] = AzureStore.from_url
+STORE_SCHEMES["abfs"] = AzureStore.from_url
