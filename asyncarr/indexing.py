@@ -18,14 +18,16 @@ never per element. Kinds of dimension indexer:
   pointwise, the projection is expanded with ``np.ix_`` so that plain
   ``out[p.out_selection] = chunk[p.chunk_selection]`` is still orthogonal.
 
-A coordinate or mask indexer (pointwise selection) yields the same ``ChunkProjection``
-objects but cannot take a product: it groups the points by their raveled chunk index, and
-its chunk selection is one index array per axis, its output selection the points' positions.
+Coordinate and mask selections and NumPy's general advanced indexing (``indexer_for``, the
+dispatcher behind ``z[...]``) live in ``indexing_points.py``: they group points by chunk.
 
 The protocol every indexer follows: ``indexer.shape`` is the result shape; for each
 projection ``p``, ``out[p.out_selection] = chunk[p.chunk_selection]`` fills the result
 from the full chunk array (``chunk.shape == chunks``, even for edge chunks), and a write of
 ``value`` broadcast to ``indexer.shape`` does ``chunk[p.chunk_selection] = value[p.out_selection]``.
+Pointwise indexers fill a buffer of ``indexer.buffer_shape`` that ``indexer.finalize`` turns
+into the result, and lay a write's value out with ``indexer.value_buffer``; here these are
+the identity, so one code path in the array layer serves every indexer.
 
 Boolean scalars (``z[True]``) are rejected with ``IndexError``: NumPy reads them as a
 new-axis mask, which a Zarr array cannot represent. ``None`` (newaxis) is rejected too.
@@ -254,8 +256,14 @@ def _is_int(item: Any) -> bool:
     return isinstance(item, int | np.integer) and not isinstance(item, bool)
 
 
-def _normalize_items(selection: Any, shape: tuple[int, ...], accept_arrays: bool) -> list[int | slice | np.ndarray]:
-    """Expand a selection to one item per axis, raising what NumPy raises for a bad one."""
+def _normalize_items(
+    selection: Any, shape: tuple[int, ...], accept_arrays: bool, masks_span_axes: bool = False
+) -> list[int | slice | np.ndarray]:
+    """Expand a selection to one item per axis, raising what NumPy raises for a bad one.
+
+    With ``masks_span_axes`` a boolean array covers as many axes as it has dimensions (NumPy's
+    rule), so the list holds one item per axis only once such masks are expanded.
+    """
     items = selection if isinstance(selection, tuple) else (selection,)
     normalized: list[Any] = []
     has_ellipsis = False
@@ -280,13 +288,18 @@ def _normalize_items(selection: Any, shape: tuple[int, ...], accept_arrays: bool
                 normalized.append(operator.index(item))
             except TypeError:
                 raise IndexError(_INVALID_INDEX_MESSAGE) from None
-    nindexed = len(normalized) - has_ellipsis
+    nindexed = sum(
+        item.ndim if masks_span_axes and isinstance(item, np.ndarray) and item.dtype.kind == "b" else 1
+        for item in normalized
+        if item is not Ellipsis
+    )
     if nindexed > len(shape):
         raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, but {nindexed} were indexed")
     fill = [slice(None)] * (len(shape) - nindexed)
     if not has_ellipsis:
         return normalized + fill
-    at = normalized.index(Ellipsis)
+    # By identity: `list.index` would compare index arrays with `==`.
+    at = next(position for position, item in enumerate(normalized) if item is Ellipsis)
     return normalized[:at] + fill + normalized[at + 1 :]
 
 
@@ -320,6 +333,15 @@ class _GridIndexer:
         self.shape: tuple[int, ...] = tuple(dim.nitems for dim in self.dim_indexers if not dim.drops_axis)
         self.nchunks: int = math.prod(dim.nchunks for dim in self.dim_indexers)
         self._kept_axes = [axis for axis, dim in enumerate(self.dim_indexers) if not dim.drops_axis]
+        self.buffer_shape: tuple[int, ...] = self.shape
+
+    def finalize(self, buffer: np.ndarray) -> np.ndarray:
+        """The result from the filled buffer: here the buffer is the result."""
+        return buffer
+
+    def value_buffer(self, value: np.ndarray) -> np.ndarray:
+        """A value broadcast to ``shape``, laid out like the buffer: here unchanged."""
+        return value
 
     def __iter__(self) -> Iterator[ChunkProjection]:
         """Yield one projection per touched chunk, in C order of chunk coordinates."""

@@ -44,18 +44,20 @@ def assemble(stored: dict[tuple[int, ...], np.ndarray], shape: tuple[int, ...], 
 def chunked_read(a: np.ndarray, chunks: tuple[int, ...], indexer: Any) -> np.ndarray:
     """Read a selection the way the array layer does: projection by projection."""
     stored = split_into_chunks(a, chunks)
-    out = np.full(indexer.shape, -2, dtype=a.dtype)
+    out = np.full(indexer.buffer_shape, -2, dtype=a.dtype)
     for projection in indexer:
         out[projection.out_selection] = stored[projection.chunk_coords][projection.chunk_selection]
-    return out
+    return indexer.finalize(out)
 
 
 def chunked_write(a: np.ndarray, chunks: tuple[int, ...], indexer: Any, value: Any) -> np.ndarray:
     """Write ``value`` through the projections into the chunks, then reassemble the array."""
     stored = split_into_chunks(a, chunks)
-    value = np.broadcast_to(np.asarray(value), indexer.shape)
+    value = indexer.value_buffer(np.broadcast_to(np.asarray(value), indexer.shape))
     for projection in indexer:
-        stored[projection.chunk_coords][projection.chunk_selection] = value[projection.out_selection]
+        # As the array layer does: a 0-d value (a scalar) goes to every chunk whole.
+        piece = value if value.ndim == 0 else value[projection.out_selection]
+        stored[projection.chunk_coords][projection.chunk_selection] = piece
     return assemble(stored, a.shape, chunks)
 
 
@@ -462,3 +464,9 @@ def test_orthogonal_selection_groups_unsorted_repeated_indices_by_chunk() -> Non
 def test_orthogonal_errors_are_index_errors(selection: Any, message: str) -> None:
     with pytest.raises(IndexError, match=message):
         OrthogonalIndexer(selection, (4, 4), (2, 2))
+
+
+def test_orthogonal_selection_with_an_index_array_before_an_ellipsis() -> None:
+    a = np.arange(60).reshape(3, 4, 5)
+    indexer = OrthogonalIndexer(([2, 0], Ellipsis, [True, False, False, True, True]), a.shape, (2, 3, 2))
+    np.testing.assert_array_equal(chunked_read(a, (2, 3, 2), indexer), a[np.ix_([2, 0], range(4), [0, 3, 4])])
