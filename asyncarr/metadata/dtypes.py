@@ -4,6 +4,13 @@ v2 spells a data type as a NumPy typestr (``"<f8"``, ``"|S5"``) and keeps its by
 names (``"float64"``) and extension objects (``{"name": "numpy.datetime64", ...}``) whose NumPy
 dtype is native-endian, since in v3 the byte order on disk is the ``bytes`` codec's business.
 Errors are `MetadataError`s that say what is wrong; callers add the document key.
+
+Variable-length data, as zarr-python 3 keeps it in memory: UTF-8 strings are NumPy's
+``StringDType()`` (`STRING_DTYPE`; elements are ``str``) and byte strings are ``object`` arrays
+of ``bytes`` (`BYTES_DTYPE`). v3 names them ``"string"`` and ``"bytes"``. v2 writes both as
+``"|O"`` and tells them apart by the object codec among the filters (``vlen-utf8`` or
+``vlen-bytes``), so `parse_dtype` takes that codec's id for ``"|O"``. `normalize_dtype` maps
+what users write (``str``, ``bytes``, ``"T"``) onto these two.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import base64
 import binascii
 import math
 import numbers
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,13 +27,30 @@ import numpy as np
 from asyncarr.errors import MetadataError
 
 __all__ = [
+    "BYTES_DTYPE",
+    "OBJECT_CODEC_IDS",
+    "STRING_DTYPE",
     "coerce_fill_value",
     "default_fill_value",
+    "dtype_for_object_codec",
     "dtype_to_json",
     "fill_value_to_json",
+    "find_object_codec_id",
+    "is_variable_length",
+    "normalize_dtype",
+    "object_codec_id",
     "parse_dtype",
     "parse_fill_value",
 ]
+
+_HAS_STRING_DTYPE = hasattr(np.dtypes, "StringDType")
+STRING_DTYPE: np.dtype = np.dtypes.StringDType() if _HAS_STRING_DTYPE else np.dtype(object)
+"""In-memory dtype of variable-length UTF-8 strings (v3 ``"string"``; v2 ``"|O"`` + ``vlen-utf8``)."""
+BYTES_DTYPE: np.dtype = np.dtype(object)
+"""In-memory dtype of variable-length byte strings (v3 ``"bytes"``; v2 ``"|O"`` + ``vlen-bytes``)."""
+OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "json2", "msgpack2")
+"""numcodecs ids of the codecs that serialize v2 object arrays (zarr-python's list)."""
+_DTYPE_OF_OBJECT_CODEC = {"vlen-utf8": STRING_DTYPE, "vlen-bytes": BYTES_DTYPE}
 
 _V3_CORE_NAMES = {
     "bool": "bool",
@@ -46,7 +71,9 @@ _V3_CORE_NAMES = {
 _V3_NAME_OF_TYPESTR = {np.dtype(code).str[1:]: name for name, code in _V3_CORE_NAMES.items()}
 _V3_TIME_NAMES = {"numpy.datetime64": "M8", "numpy.timedelta64": "m8"}
 _V3_FIXED_LENGTH_NAMES = {"null_terminated_bytes": "S", "fixed_length_utf32": "U", "raw_bytes": "V"}
-_V3_NOT_YET = {"string", "variable_length_utf8", "bytes", "variable_length_bytes"}
+# "bytes" is the registered extension name; zarr-python 3.1 writes "variable_length_bytes".
+_V3_STRING_NAMES = ("string", "variable_length_utf8")
+_V3_BYTES_NAMES = ("bytes", "variable_length_bytes")
 _TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as")
 _SUPPORTED_KINDS = "biufcMmSUV"
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -54,30 +81,99 @@ _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf
 _CANONICAL_NAN_BITS = {2: 0x7E00, 4: 0x7FC00000, 8: 0x7FF8000000000000}
 
 
+def is_variable_length(dtype: Any) -> bool:
+    """True for the variable-length string and bytes dtypes (`STRING_DTYPE`, `BYTES_DTYPE`)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "O" or (_HAS_STRING_DTYPE and isinstance(dtype, np.dtypes.StringDType))
+
+
+def _is_string(dtype: np.dtype) -> bool:
+    return _HAS_STRING_DTYPE and isinstance(dtype, np.dtypes.StringDType)
+
+
+def normalize_dtype(dtype: Any) -> np.dtype:
+    """Return the in-memory dtype for a user's data type: ``str``, ``"U"`` (no length), ``"T"`` and
+    ``StringDType()`` give `STRING_DTYPE`; ``bytes``, ``"S"`` (no length) and ``object`` give
+    `BYTES_DTYPE`; everything else is ``np.dtype(dtype)``."""
+    if dtype is str or dtype is np.str_:
+        return _string_dtype()
+    if dtype is bytes or dtype is np.bytes_ or dtype is object:
+        return BYTES_DTYPE
+    dtype = np.dtype(dtype)
+    if dtype.kind == "U" and dtype.itemsize == 0:
+        return _string_dtype()
+    if dtype.kind == "S" and dtype.itemsize == 0:
+        return BYTES_DTYPE
+    if _is_string(dtype):
+        if hasattr(dtype, "na_object"):
+            raise MetadataError(f"data type {dtype}: StringDType with na_object cannot be stored in Zarr")
+        return STRING_DTYPE
+    return dtype
+
+
+def _string_dtype() -> np.dtype:
+    if not _HAS_STRING_DTYPE:
+        raise MetadataError("variable-length strings need NumPy 2 (numpy.dtypes.StringDType)")
+    return STRING_DTYPE
+
+
+def object_codec_id(dtype: Any) -> str | None:
+    """The numcodecs id of the codec that serializes `dtype` (``"vlen-utf8"``/``"vlen-bytes"``), or None."""
+    dtype = normalize_dtype(dtype)
+    if _is_string(dtype):
+        return "vlen-utf8"
+    if dtype.kind == "O":
+        return "vlen-bytes"
+    return None
+
+
+def dtype_for_object_codec(codec_id: str) -> np.dtype:
+    """The in-memory dtype of v2 ``"|O"`` arrays serialized by the object codec `codec_id`."""
+    if codec_id == "vlen-utf8":
+        return _string_dtype()
+    if codec_id in _DTYPE_OF_OBJECT_CODEC:
+        return _DTYPE_OF_OBJECT_CODEC[codec_id]
+    raise MetadataError(
+        f"object codec {codec_id!r} is not supported: asyncarr reads and writes object arrays of "
+        "variable-length strings ('vlen-utf8') and bytes ('vlen-bytes')"
+    )
+
+
+def find_object_codec_id(codecs: Iterable[Any]) -> str | None:
+    """The id of the first object codec among v2 codec configs (filters, then compressor), or None."""
+    for config in codecs:
+        if isinstance(config, Mapping) and config.get("id") in OBJECT_CODEC_IDS:
+            return config["id"]
+    return None
+
+
 def _check_supported(dtype: np.dtype, shown: Any) -> np.dtype:
+    if is_variable_length(dtype):
+        return normalize_dtype(dtype)
     if dtype.fields is not None or dtype.subdtype is not None:
         raise MetadataError(f"data type {shown!r}: structured and sub-array data types are not supported")
-    if dtype.kind == "O":
-        raise MetadataError(f"data type {shown!r}: variable-length (object) data types are not supported yet")
     if dtype.kind not in _SUPPORTED_KINDS:
         raise MetadataError(f"data type {shown!r} is not supported")
     if dtype.kind in "Mm" and np.datetime_data(dtype)[0] == "generic":
         raise MetadataError(f"data type {shown!r}: datetime64/timedelta64 needs a unit such as [ns]")
-    if dtype.kind in "SUV" and dtype.itemsize == 0:
+    if dtype.kind == "V" and dtype.itemsize == 0:
         raise MetadataError(f"data type {shown!r}: fixed-length data types need a length of at least 1")
     return dtype
 
 
-def parse_dtype(zarr_format: int, value: Any) -> np.dtype:
-    """Return the NumPy dtype that a metadata ``dtype`` (v2) or ``data_type`` (v3) value names."""
+def parse_dtype(zarr_format: int, value: Any, object_codec_id: str | None = None) -> np.dtype:
+    """Return the NumPy dtype that a metadata ``dtype`` (v2) or ``data_type`` (v3) value names.
+
+    A v2 ``"|O"`` needs `object_codec_id`, the id of the array's object codec (`find_object_codec_id`).
+    """
     if zarr_format == 2:
-        return _parse_dtype_v2(value)
+        return _parse_dtype_v2(value, object_codec_id)
     if zarr_format == 3:
         return _parse_dtype_v3(value)
     raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
-def _parse_dtype_v2(value: Any) -> np.dtype:
+def _parse_dtype_v2(value: Any, object_codec_id: str | None) -> np.dtype:
     if isinstance(value, list):
         raise MetadataError(f"data type {value!r}: structured data types are not supported")
     if not isinstance(value, str):
@@ -86,6 +182,15 @@ def _parse_dtype_v2(value: Any) -> np.dtype:
         dtype = np.dtype(value)
     except TypeError as exc:
         raise MetadataError(f"unknown data type {value!r}") from exc
+    if dtype.kind == "O":
+        if object_codec_id is None:
+            raise MetadataError(
+                f"data type {value!r} needs an object codec in 'filters' ('vlen-utf8' for strings, "
+                "'vlen-bytes' for bytes); object arrays of other Python objects are not supported yet"
+            )
+        return dtype_for_object_codec(object_codec_id)
+    if dtype.kind in "SU" and dtype.itemsize == 0:
+        raise MetadataError(f"data type {value!r}: fixed-length data types need a length of at least 1")
     return _check_supported(dtype, value)
 
 
@@ -106,8 +211,10 @@ def _parse_dtype_v3(value: Any) -> np.dtype:
         if bits == 0 or bits % 8:
             raise MetadataError(f"data type {name!r}: raw data types need a positive multiple of 8 bits")
         return np.dtype(f"V{bits // 8}")
-    if name in _V3_NOT_YET:
-        raise MetadataError(f"data type {name!r}: variable-length data types are not supported yet")
+    if name in _V3_STRING_NAMES:
+        return _string_dtype()
+    if name in _V3_BYTES_NAMES:
+        return BYTES_DTYPE
     if name in ("structured", "struct"):
         raise MetadataError(f"data type {name!r}: structured data types are not supported")
     if name in _V3_TIME_NAMES:
@@ -133,11 +240,15 @@ def _parse_dtype_v3(value: Any) -> np.dtype:
 
 def dtype_to_json(zarr_format: int, dtype: Any) -> Any:
     """Return the JSON form of `dtype`: a v2 typestr, or a v3 name or extension object."""
-    dtype = _check_supported(np.dtype(dtype), dtype)
+    dtype = _check_supported(normalize_dtype(dtype), dtype)
+    if zarr_format not in (2, 3):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if is_variable_length(dtype):
+        if zarr_format == 2:
+            return "|O"
+        return "string" if _is_string(dtype) else "bytes"
     if zarr_format == 2:
         return dtype.str
-    if zarr_format != 3:
-        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
     typestr = dtype.str[1:]
     if typestr in _V3_NAME_OF_TYPESTR:
         return _V3_NAME_OF_TYPESTR[typestr]
@@ -151,7 +262,9 @@ def dtype_to_json(zarr_format: int, dtype: Any) -> Any:
 
 def default_fill_value(dtype: Any) -> Any:
     """Return the fill value written when none is given: zero, False, empty, or NaT (as zarr-python 3)."""
-    dtype = np.dtype(dtype)
+    dtype = normalize_dtype(dtype)
+    if is_variable_length(dtype):
+        return "" if _is_string(dtype) else b""
     if dtype.kind in "Mm":
         return np.array("NaT", dtype=dtype)[()]
     if dtype.kind == "V":
@@ -167,7 +280,9 @@ def coerce_fill_value(value: Any, dtype: Any) -> Any:
     """Return a user's fill value as a NumPy scalar of `dtype` (None stays None); ValueError if it does not fit."""
     if value is None:
         return None
-    dtype = np.dtype(dtype)
+    dtype = normalize_dtype(dtype)
+    if is_variable_length(dtype):
+        return _coerce_variable_length(value, dtype)
     kind = dtype.kind
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
@@ -203,6 +318,25 @@ def coerce_fill_value(value: Any, dtype: Any) -> Any:
                 return array[()]
             problem = "expected a scalar"
     raise ValueError(f"fill_value {given!r} is not valid for data type {dtype}: {problem}")
+
+
+def _coerce_variable_length(value: Any, dtype: np.dtype) -> str | bytes:
+    if _is_string(dtype):
+        if isinstance(value, str):
+            return str(value)
+        if isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        elif isinstance(value, numbers.Number) and not isinstance(value, bool | np.bool_):
+            return str(value)  # zarr-python 2 wrote numbers (0) as fill values of string arrays
+        raise ValueError(f"fill_value {value!r} is not valid for variable-length strings: expected a str")
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise ValueError(f"fill_value {value!r} is not valid for variable-length bytes: expected bytes")
 
 
 def _bad_fill(json_value: Any, dtype: np.dtype, expected: str) -> MetadataError:
@@ -243,13 +377,21 @@ def _decode_base64(json_value: Any, dtype: np.dtype) -> bytes:
 
 
 def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
-    """Decode a metadata ``fill_value`` into a NumPy scalar of `dtype` (None only for v2's null)."""
-    dtype = np.dtype(dtype)
+    """Decode a metadata ``fill_value`` into a NumPy scalar of `dtype` (None only for v2's null);
+    variable-length strings and bytes give ``str`` and ``bytes``."""
+    dtype = normalize_dtype(dtype)
     kind = dtype.kind
     if json_value is None:
         if zarr_format == 2:
             return None
         raise MetadataError(f"'fill_value' must not be null in Zarr v3 (data type {dtype})")
+    if _is_string(dtype):
+        # zarr-python 3 reads the numbers zarr-python 2 wrote (0) as their text, and so do we.
+        if isinstance(json_value, str | int | float) and not isinstance(json_value, bool):
+            return str(json_value)
+        raise _bad_fill(json_value, dtype, "a string")
+    if kind == "O":
+        return _decode_base64(json_value, dtype)
     if kind == "b":
         if isinstance(json_value, bool) or (isinstance(json_value, int) and json_value in (0, 1)):
             return np.bool_(bool(json_value))
@@ -319,12 +461,14 @@ def _float_to_json(zarr_format: int, value: Any) -> float | str:
 
 def fill_value_to_json(zarr_format: int, value: Any, dtype: Any) -> Any:
     """Encode a fill value as the JSON the spec prescribes; never a bare NaN."""
-    dtype = np.dtype(dtype)
+    dtype = normalize_dtype(dtype)
     value = coerce_fill_value(value, dtype)
     if value is None:
         if zarr_format == 2:
             return None
         raise ValueError("fill_value must not be None in Zarr v3")
+    if is_variable_length(dtype):
+        return value if isinstance(value, str) else base64.b64encode(value).decode("ascii")
     kind = dtype.kind
     if kind == "b":
         return bool(value)

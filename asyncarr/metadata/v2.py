@@ -11,7 +11,18 @@ import numpy as np
 
 from asyncarr.errors import MetadataError
 from asyncarr.metadata._json import canonical_json, document_path, dump_json, load_json_object, parse_int_tuple
-from asyncarr.metadata.dtypes import coerce_fill_value, dtype_to_json, fill_value_to_json, parse_dtype, parse_fill_value
+from asyncarr.metadata.dtypes import (
+    coerce_fill_value,
+    dtype_for_object_codec,
+    dtype_to_json,
+    fill_value_to_json,
+    find_object_codec_id,
+    is_variable_length,
+    normalize_dtype,
+    object_codec_id,
+    parse_dtype,
+    parse_fill_value,
+)
 
 __all__ = ["ArrayMetadataV2", "GroupMetadataV2"]
 
@@ -33,6 +44,27 @@ def _check_attributes(value: Any, field: str = "attributes") -> dict[str, Any]:
 def _load_attributes(documents: Mapping[str, bytes | None], path: str) -> dict[str, Any]:
     raw = documents.get(".zattrs")
     return {} if raw is None else load_json_object(raw, document_path(path, ".zattrs"))
+
+
+def _codecs_of(filters: Any, compressor: Any) -> list[Any]:
+    """The filters and compressor of a (maybe malformed) document, in search order for an object codec."""
+    codecs = list(filters) if isinstance(filters, list | tuple) else []
+    return [*codecs, compressor]
+
+
+def _with_object_codec(
+    dtype: np.dtype, filters: tuple[dict[str, Any], ...] | None, compressor: dict[str, Any] | None
+) -> tuple[np.dtype, tuple[dict[str, Any], ...]]:
+    """Resolve a variable-length dtype against the object codec: a plain object dtype takes the
+    codec's meaning (``dtype=object`` with a ``VLenUTF8`` filter holds strings); a missing codec is
+    added as the first filter, where zarr-python puts it."""
+    found = find_object_codec_id(_codecs_of(filters, compressor))
+    if found is None:
+        return dtype, ({"id": object_codec_id(dtype)}, *(filters or ()))
+    resolved = dtype_for_object_codec(found)
+    if dtype.kind != "O" and resolved != dtype:
+        raise ValueError(f"data type {dtype} cannot be stored with the object codec {found!r}")
+    return resolved, tuple(filters or ())
 
 
 def _attributes_documents(attributes: dict[str, Any]) -> dict[str, bytes]:
@@ -60,7 +92,7 @@ class ArrayMetadataV2:
             raise ValueError(
                 f"'chunks' {list(chunks)} has {len(chunks)} dimensions but 'shape' {list(shape)} has {len(shape)}"
             )
-        dtype = parse_dtype(2, dtype_to_json(2, self.dtype))
+        dtype = normalize_dtype(self.dtype)
         if self.order not in ("C", "F"):
             raise ValueError(f"'order' must be 'C' or 'F', got {self.order!r}")
         if self.dimension_separator not in (".", "/"):
@@ -71,6 +103,9 @@ class ArrayMetadataV2:
             if isinstance(self.filters, Mapping | str) or not hasattr(self.filters, "__iter__"):
                 raise ValueError(f"'filters' must be a list of codec configs or null, got {self.filters!r}")
             filters = tuple(_check_codec(item, "filters") for item in self.filters) or None
+        if is_variable_length(dtype):
+            dtype, filters = _with_object_codec(dtype, filters, compressor)
+        dtype = parse_dtype(2, dtype_to_json(2, dtype), object_codec_id(dtype))
         set_field = object.__setattr__
         set_field(self, "shape", shape)
         set_field(self, "chunks", chunks)
@@ -138,7 +173,8 @@ class ArrayMetadataV2:
         if document["zarr_format"] != 2:
             raise MetadataError(f"{doc_path}: 'zarr_format' must be 2, got {document['zarr_format']!r}")
         try:
-            dtype = parse_dtype(2, document["dtype"])
+            object_codec = find_object_codec_id(_codecs_of(document["filters"], document["compressor"]))
+            dtype = parse_dtype(2, document["dtype"], object_codec)
         except MetadataError as exc:
             raise MetadataError(f"{doc_path}: 'dtype': {exc}") from None
         try:

@@ -11,7 +11,14 @@ import numpy as np
 
 from asyncarr.errors import MetadataError
 from asyncarr.metadata._json import canonical_json, document_path, dump_json, load_json_object, parse_int_tuple
-from asyncarr.metadata.dtypes import coerce_fill_value, dtype_to_json, fill_value_to_json, parse_dtype, parse_fill_value
+from asyncarr.metadata.dtypes import (
+    coerce_fill_value,
+    dtype_to_json,
+    fill_value_to_json,
+    normalize_dtype,
+    parse_dtype,
+    parse_fill_value,
+)
 
 __all__ = ["DEFAULT_CHUNK_KEY_ENCODING", "ArrayMetadataV3", "GroupMetadataV3", "normalize_named_config"]
 
@@ -118,7 +125,7 @@ class ArrayMetadataV3:
             raise ValueError(
                 f"chunk shape {list(chunks)} has {len(chunks)} dimensions but 'shape' {list(shape)} has {len(shape)}"
             )
-        dtype = parse_dtype(3, dtype_to_json(3, self.dtype))
+        dtype = parse_dtype(3, dtype_to_json(3, normalize_dtype(self.dtype)))
         if isinstance(self.codecs, Mapping | str) or not isinstance(self.codecs, Sequence):
             raise ValueError(f"'codecs' must be a list, got {self.codecs!r}")
         codecs = tuple(normalize_named_config(codec, "codecs") for codec in self.codecs)
