@@ -3,6 +3,10 @@
 zarr-python 3 writes numcodecs codecs that have no v3 spec name (Delta, Zlib, LZMA, BZ2...) as
 ``{"name": "numcodecs.<id>", "configuration": <numcodecs config without "id">}``; these wrappers
 read and write them the same way, as array->array, array->bytes or bytes->bytes codecs.
+
+The ``vlen-utf8`` and ``vlen-bytes`` array->bytes codecs (zarr-extensions names, numcodecs'
+VLenUTF8/VLenBytes format) serialize the ``string`` and ``bytes`` data types; `codec_class`
+imports this module when a chain names them.
 """
 
 from __future__ import annotations
@@ -23,15 +27,20 @@ from asyncarr.codecs.v3 import (
     BytesBytesCodec,
     ChunkSpec,
     V3Codec,
+    _configuration,
     decode_checked,
+    register_codec,
 )
 from asyncarr.errors import MetadataError
+from asyncarr.metadata.dtypes import object_codec_id
 
 __all__ = [
     "NumcodecsArrayArrayCodec",
     "NumcodecsArrayBytesCodec",
     "NumcodecsBytesBytesCodec",
     "NumcodecsCodec",
+    "VLenBytesCodec",
+    "VLenUTF8Codec",
     "numcodecs_codec_class",
 ]
 
@@ -153,3 +162,57 @@ def numcodecs_codec_class(name: str) -> type[NumcodecsCodec]:
     if codec_id in _NUMCODECS_BYTES_BYTES:
         return NumcodecsBytesBytesCodec
     raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")
+
+
+class _VLenCodec(ArrayBytesCodec):
+    """Serializes variable-length elements as a u32le count, then each element's u32le length and bytes."""
+
+    numcodecs_codec: ClassVar[NumcodecsAbcCodec]
+
+    @classmethod
+    def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> _VLenCodec:
+        """Build from JSON (no configuration); the data type must be the one this codec serializes."""
+        _configuration(json, set())
+        if object_codec_id(spec.dtype) != cls.name:
+            raise MetadataError(f"codec {cls.name!r} cannot serialize data type {spec.dtype}")
+        return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the codec's v3 JSON, as zarr-python writes it."""
+        return {"name": self.name, "configuration": {}}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def as_numcodecs(self) -> NumcodecsAbcCodec:
+        """Return the numcodecs codec of the same format."""
+        return self.numcodecs_codec
+
+    def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
+        """Serialize the elements in C order (None is written as empty, as numcodecs does)."""
+        # numcodecs flattens in the array's own memory order; the v3 format is C order.
+        return self.numcodecs_codec.encode(np.ascontiguousarray(array))
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
+        """Deserialize into an array of `spec` (str elements in StringDType, bytes in object)."""
+        items = self.numcodecs_codec.decode(data)
+        expected = math.prod(spec.shape)
+        if items.size != expected:
+            raise ValueError(f"chunk holds {items.size} variable-length elements, expected {expected}")
+        return items.reshape(spec.shape).astype(spec.dtype, copy=False)
+
+
+@register_codec
+class VLenUTF8Codec(_VLenCodec):
+    """The ``vlen-utf8`` codec: variable-length UTF-8 strings (the ``string`` data type)."""
+
+    name = "vlen-utf8"
+    numcodecs_codec = numcodecs.VLenUTF8()
+
+
+@register_codec
+class VLenBytesCodec(_VLenCodec):
+    """The ``vlen-bytes`` codec: variable-length byte strings (the ``bytes`` data type)."""
+
+    name = "vlen-bytes"
+    numcodecs_codec = numcodecs.VLenBytes()

@@ -33,6 +33,7 @@ from asyncarr.codecs.v3 import (
     decode_checked,
 )
 from asyncarr.errors import CodecError, MetadataError
+from asyncarr.metadata.dtypes import find_object_codec_id, is_variable_length, object_codec_id
 
 __all__ = ["CodecPipeline"]
 
@@ -48,11 +49,9 @@ class CodecPipeline(abc.ABC):
         self.dtype: np.dtype = np.dtype(metadata.dtype)
         self.chunk_shape: tuple[int, ...] = tuple(metadata.chunks)
         self.fill_value = metadata.fill_value
-        if self.dtype.hasobject:
-            raise MetadataError(
-                f"data type {self.dtype} (variable-length strings or objects) is not supported yet; "
-                "use a fixed-length string type such as 'U16' or 'S16'"
-            )
+        # Variable-length strings (StringDType) and bytes (object): chunks hold Python objects,
+        # so they are never decoded straight into the output's memory.
+        self.variable_length = is_variable_length(self.dtype)
 
     @staticmethod
     def from_metadata(metadata: Any) -> CodecPipeline:
@@ -115,6 +114,8 @@ class CodecPipeline(abc.ABC):
         """Encode one chunk (an array of the chunk's shape) into the bytes to store."""
         chunk = np.asarray(chunk)
         try:
+            if self.dtype.kind == "O":
+                chunk = _exact_bytes(chunk)
             return ensure_bytes(self._encode(chunk))
         except Exception as exc:
             raise CodecError(f"chunk {key}: cannot encode: {exc}") from exc
@@ -165,6 +166,26 @@ def _fill(buffer: np.ndarray, decoded: Buffer) -> None:
     buffer[...] = source
 
 
+# numcodecs' VLenBytes takes exact bytes only; bytes subclasses such as np.bytes_ become bytes.
+_bytes_of_subclass = np.frompyfunc(lambda item: bytes(item) if isinstance(item, bytes) else item, 1, 1)
+
+
+def _exact_bytes(chunk: np.ndarray) -> np.ndarray:
+    """`chunk` with every bytes-like element as exact ``bytes`` (other elements are left to the codec)."""
+    if all(type(item) is bytes or item is None for item in chunk.flat):
+        return chunk
+    return _bytes_of_subclass(chunk).astype(object, copy=False)
+
+
+def _object_chunk(decoded: Any, chunk_shape: tuple[int, ...], order: str, dtype: np.dtype) -> np.ndarray:
+    """Shape the flat object array an object codec (VLenUTF8, VLenBytes) decoded into a chunk of `dtype`."""
+    items = np.asarray(decoded)
+    expected = math.prod(chunk_shape)
+    if items.dtype != object or items.size != expected:
+        raise ValueError(f"decoded chunk holds {items.size} {items.dtype} elements, expected {expected} objects")
+    return items.reshape(chunk_shape, order=order).astype(dtype, copy=False)
+
+
 class _V2Pipeline(CodecPipeline):
     """Zarr v2: filters, then the compressor, on the chunk's bytes in ``order``."""
 
@@ -177,6 +198,13 @@ class _V2Pipeline(CodecPipeline):
         if metadata.compressor is not None:
             self._compressor = codec_from_v2_config(metadata.compressor)
         self._filters: list[Codec] = [codec_from_v2_config(config) for config in metadata.filters or ()]
+        if self.variable_length:
+            found = find_object_codec_id([*(metadata.filters or ()), metadata.compressor])
+            if found != object_codec_id(self.dtype):
+                raise MetadataError(
+                    f"data type {self.dtype} needs the object codec {object_codec_id(self.dtype)!r} among the "
+                    f"filters, found {found!r}"
+                )
 
     @property
     def compressor(self) -> Codec | None:
@@ -192,24 +220,29 @@ class _V2Pipeline(CodecPipeline):
         if self._compressor is None:
             return data
         # Filters may change the size (Delta with astype), so only an unfiltered chunk has a known size.
-        decoded_size = None if self._filters else self._expected_nbytes(chunk_shape)
+        fixed_size = not self._filters and not self.variable_length
+        decoded_size = self._expected_nbytes(chunk_shape) if fixed_size else None
         return decode_checked(self._compressor, data, decoded_size, out)
 
     def _decode_array(self, data: Buffer, chunk_shape: tuple[int, ...]) -> np.ndarray:
         decoded = self._decompress(data, chunk_shape)
         for codec in reversed(self._filters):
             decoded = codec.decode(decoded)
+        if self.variable_length:
+            return _object_chunk(decoded, chunk_shape, self.order, self.dtype)
         flat = ensure_contiguous_ndarray(decoded)
         if flat.dtype.hasobject:
-            raise ValueError("filters produced an object array; object data types are not supported yet")
+            raise ValueError("filters produced an object array, but the data type holds no objects")
         expected = self._expected_nbytes(chunk_shape)
         if flat.nbytes != expected:
             raise ValueError(f"decoded chunk has {flat.nbytes} bytes, expected {expected}")
         return flat.view(self.dtype).reshape(chunk_shape, order=self.order)
 
     def _decode_straight_into(self, data: Buffer, chunk_shape: tuple[int, ...], destination: np.ndarray) -> bool:
+        if self._filters or self.variable_length:
+            return False
         buffer = _flat_bytes(destination, self.order)
-        if buffer is None or self._filters:
+        if buffer is None:
             return False
         _fill(buffer, self._decompress(data, chunk_shape, out=buffer))
         return True
@@ -221,7 +254,7 @@ class _V2Pipeline(CodecPipeline):
         encoded = chunk.astype(self.dtype, order=self.order, copy=False)
         for codec in self._filters:
             encoded = codec.encode(encoded)
-        if ensure_contiguous_ndarray(encoded).dtype.hasobject:
+        if not self.variable_length and ensure_contiguous_ndarray(encoded).dtype.hasobject:
             raise ValueError("cannot store an object array without an object codec")
         if self._compressor is not None:
             encoded = self._compressor.encode(encoded)

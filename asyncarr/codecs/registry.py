@@ -29,6 +29,7 @@ from asyncarr.codecs.v3 import (
     codec_from_json,
 )
 from asyncarr.errors import MetadataError
+from asyncarr.metadata.dtypes import is_variable_length, normalize_dtype, object_codec_id
 
 __all__ = [
     "DEFAULT_COMPRESSOR",
@@ -40,6 +41,7 @@ __all__ = [
     "normalize_compression",
     "normalize_compressor",
     "normalize_filters",
+    "serializer_json",
     "to_v3_json",
     "v3_codec_chain",
 ]
@@ -75,12 +77,16 @@ def to_v3_json(codec: Codec, dtype: np.dtype) -> dict[str, Any]:
     Blosc's ``typesize`` and resolves ``AUTOSHUFFLE``, as zarr-python does)."""
     config = codec.get_config()
     codec_id = config.pop("id")
+    if codec_id in ("vlen-utf8", "vlen-bytes"):
+        return {"name": codec_id, "configuration": {}}
     if codec_id == "blosc":
+        # Variable-length data reaches the compressor as bytes: zarr-python gives it typesize 1.
+        typesize = 1 if is_variable_length(normalize_dtype(dtype)) else np.dtype(dtype).itemsize
         shuffle = config["shuffle"]
         if shuffle == numcodecs.Blosc.AUTOSHUFFLE:
-            shuffle = numcodecs.Blosc.BITSHUFFLE if np.dtype(dtype).itemsize == 1 else numcodecs.Blosc.SHUFFLE
+            shuffle = numcodecs.Blosc.BITSHUFFLE if typesize == 1 else numcodecs.Blosc.SHUFFLE
         configuration = {
-            "typesize": np.dtype(dtype).itemsize,
+            "typesize": typesize,
             "cname": config["cname"],
             "clevel": config["clevel"],
             "shuffle": _BLOSC_SHUFFLE_NAMES[shuffle],
@@ -107,7 +113,7 @@ def codec_from_v3_json(json: Mapping[str, Any], dtype: np.dtype) -> Codec:
             blocksize=config.get("blocksize", 0),
             typesize=config.get("typesize"),
         )
-    codec = codec_from_json(json, ChunkSpec((), np.dtype(dtype)))
+    codec = codec_from_json(json, ChunkSpec((), normalize_dtype(dtype)))
     numcodecs_codec = getattr(codec, "numcodecs_codec", None)
     if numcodecs_codec is None:
         if codec.name == "crc32c":
@@ -186,7 +192,7 @@ def _is_one_codec(value: Any) -> bool:
 def _require_dtype(dtype: np.dtype | None) -> np.dtype:
     if dtype is None:
         raise TypeError("dtype is required to express a codec in Zarr v3 form")
-    return np.dtype(dtype)
+    return normalize_dtype(dtype)
 
 
 def _codec_kind(codec_json: Mapping[str, Any]) -> type[V3Codec]:
@@ -247,6 +253,15 @@ def normalize_filters(value: Any, zarr_format: int, dtype: np.dtype | None = Non
     return codec_jsons
 
 
+def serializer_json(dtype: Any) -> dict[str, Any]:
+    """Return the default array->bytes codec JSON for `dtype`: ``vlen-utf8`` for variable-length
+    strings, ``vlen-bytes`` for variable-length bytes, else ``bytes`` (as zarr-python chooses)."""
+    dtype = normalize_dtype(dtype)
+    if is_variable_length(dtype):
+        return {"name": object_codec_id(dtype), "configuration": {}}
+    return bytes_codec_json(dtype)
+
+
 def bytes_codec_json(dtype: np.dtype) -> dict[str, Any]:
     """Return the ``bytes`` codec JSON for `dtype` (no ``endian`` for single-byte types)."""
     dtype = np.dtype(dtype)
@@ -260,15 +275,15 @@ def v3_codec_chain(
     *, dtype: np.dtype, ndim: int, compressor: Any = "default", filters: Any = None, order: str = "C"
 ) -> tuple[dict[str, Any], ...]:
     """Build a full v3 codec chain from v2-style arguments: ``transpose`` (for ``order="F"``),
-    the filters, ``bytes`` and the compressor."""
-    dtype = np.dtype(dtype)
+    the filters, the serializer (`serializer_json`) and the compressor."""
+    dtype = normalize_dtype(dtype)
     chain: list[dict[str, Any]] = []
     if order == "F" and ndim > 1:
         chain.append({"name": "transpose", "configuration": {"order": list(range(ndim - 1, -1, -1))}})
     elif order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
     chain.extend(normalize_filters(filters, 3, dtype) or ())
-    chain.append(bytes_codec_json(dtype))
+    chain.append(serializer_json(dtype))
     compressor_json = normalize_compressor(compressor, 3, dtype)
     if compressor_json is not None:
         chain.append(compressor_json)
@@ -278,13 +293,13 @@ def v3_codec_chain(
 def normalize_codecs(codecs: Iterable[Any] | Any, dtype: np.dtype) -> tuple[dict[str, Any], ...]:
     """Turn a ``codecs=`` argument into a v3 codec chain; a chain without an array->bytes codec
     gets ``bytes`` inserted after its array->array codecs. Raises `ValueError` if out of order."""
-    dtype = np.dtype(dtype)
+    dtype = normalize_dtype(dtype)
     items = [codecs] if _is_one_codec(codecs) else list(codecs)
     codec_jsons = [_as_v3_json(item, dtype) for item in items]
     kinds = [_codec_kind(codec_json) for codec_json in codec_jsons]
     if ArrayBytesCodec not in kinds:
         position = sum(1 for kind in kinds if kind is ArrayArrayCodec)
-        codec_jsons.insert(position, bytes_codec_json(dtype))
+        codec_jsons.insert(position, serializer_json(dtype))
         kinds.insert(position, ArrayBytesCodec)
     rank = {ArrayArrayCodec: 0, ArrayBytesCodec: 1, BytesBytesCodec: 2}
     ranks = [rank[kind] for kind in kinds]

@@ -1,7 +1,8 @@
 """Zarr v3 codecs: each turns a chunk into its stored form and back, as the v3 specs define.
 
 A v3 chunk passes through array->array codecs (``transpose``, ``numcodecs.delta``...), one
-array->bytes codec (``bytes``; ``sharding_indexed`` registers itself from ``sharding.py``) and
+array->bytes codec (``bytes``; ``sharding_indexed`` registers itself from ``sharding.py``,
+``vlen-utf8``/``vlen-bytes`` from ``numcodecs_v3.py``) and
 bytes->bytes codecs (``blosc``, ``gzip``, ``zstd``, ``crc32c``, ``numcodecs.zlib``...; the
 ``numcodecs.<id>`` wrappers live in ``numcodecs_v3.py``). `codec_from_json` builds the right
 class from a codec's JSON. Codecs raise ordinary exceptions; the pipeline turns them into
@@ -24,6 +25,7 @@ import numpy as np
 from numcodecs.abc import Codec as NumcodecsAbcCodec
 
 from asyncarr.errors import MetadataError
+from asyncarr.metadata.dtypes import is_variable_length, object_codec_id
 
 __all__ = [
     "ArrayArrayCodec",
@@ -140,8 +142,11 @@ class BytesBytesCodec(V3Codec):
 _CodecClass = TypeVar("_CodecClass", bound=type[V3Codec])
 _CODEC_CLASSES: dict[str, type[V3Codec]] = {}
 # Codecs whose module registers them on import, loaded only when an array uses them.
-_LAZY_CODEC_MODULES = {"sharding_indexed": "asyncarr.codecs.sharding"}
-_NOT_YET_SUPPORTED = {"vlen-utf8", "vlen-bytes"}
+_LAZY_CODEC_MODULES = {
+    "sharding_indexed": "asyncarr.codecs.sharding",
+    "vlen-utf8": "asyncarr.codecs.numcodecs_v3",
+    "vlen-bytes": "asyncarr.codecs.numcodecs_v3",
+}
 
 
 def register_codec(cls: _CodecClass) -> _CodecClass:
@@ -165,8 +170,6 @@ def codec_class(name: str) -> type[V3Codec]:
             if exc.name != module:
                 raise
             raise MetadataError(f"codec {name!r} is not supported by this version of asyncarr") from exc
-    if name in _NOT_YET_SUPPORTED:
-        raise MetadataError(f"codec {name!r} (variable-length data) is not supported yet")
     cls = _CODEC_CLASSES.get(name)
     if cls is None:
         known = ", ".join(sorted([*_CODEC_CLASSES, "numcodecs.<id>"]))
@@ -223,6 +226,11 @@ class BytesCodec(ArrayBytesCodec):
     def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
         """Build from JSON; a multi-byte data type needs ``endian``."""
         config = _configuration(json, {"endian"})
+        if is_variable_length(spec.dtype):
+            raise MetadataError(
+                f"codec 'bytes' cannot serialize the variable-length data type {spec.dtype}; "
+                f"use {object_codec_id(spec.dtype)!r}"
+            )
         endian = config.get("endian")
         if endian is None and _has_byte_order(spec.dtype) and spec.dtype.itemsize > 1:
             raise MetadataError(f"codec 'bytes': data type {spec.dtype} needs an 'endian' configuration")
