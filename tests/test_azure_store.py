@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import datetime
 import logging
 import os
@@ -28,6 +29,7 @@ from asyncarr.errors import AccessDeniedError, ReadOnlyError, StoreError
 from asyncarr.stores import ByteRange, from_url
 from asyncarr.stores.azure import AzureStore
 from tests.emulators import azure as emulator
+from tests.emulators.proxy import FAULT_KINDS, FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -280,6 +282,65 @@ def test_refused_connections_are_retried_then_reported_with_the_attempt_count() 
     run(store.close())
 
 
+def proxied_store(proxy: FaultProxy, container: str) -> AzureStore:
+    """A store whose requests pass through ``proxy`` (shared-key signatures do not cover the host)."""
+    return AzureStore(container, account_name=emulator.ACCOUNT, account_key=emulator.KEY, account_url=proxy.url)
+
+
+def test_a_flaky_network_is_invisible_to_reads_writes_and_listings() -> None:
+    container = emulator.new_container()
+    values = {f"c/{i}": os.urandom(2000 + i) for i in range(30)}
+    with FaultProxy(emulator.azurite_account_url(), failure_rate=0.3, failures=FAULT_KINDS, seed=3) as proxy:
+        store = proxied_store(proxy, container)
+        with config.set(retries=15):
+            run(store.set_many(list(values.items())))
+            assert run(store.get_many([(key, None) for key in values])) == list(values.values())
+            ranges = [(key, ByteRange.last(5)) for key in values] + [(key, ByteRange(7, 9)) for key in values]
+            assert run(store.get_many(ranges)) == [v[-5:] for v in values.values()] + [v[7:16] for v in values.values()]
+            assert sorted(run(collect(store.list_prefix("c")))) == sorted(values)
+            assert len(run(collect(store.list_dir("c")))) == len(values)
+        run(store.close())
+        assert set(proxy.counts()["faults"]) == set(FAULT_KINDS)
+
+
+@pytest.mark.parametrize("fault", FAULT_KINDS)
+def test_every_attempt_is_exactly_one_request_so_retry_counts_are_honest(fault: str) -> None:
+    container = emulator.new_container()
+    run(keyed_store(container).set("k", b"x" * 5000))
+    with FaultProxy(emulator.azurite_account_url(), failure_rate=1.0, failures=(fault,)) as proxy:
+        store = proxied_store(proxy, container)
+        with config.set(retries=2), pytest.raises(StoreError, match=r"/k: read failed after 3 attempts") as failed:
+            run(store.get("k"))
+        assert proxy.counts()["requests"] == 3  # no retries inside the SDK or aiohttp
+        assert not isinstance(failed.value, AccessDeniedError)
+        run(store.close())
+
+
+def test_an_attempt_without_an_answer_times_out_and_is_retried() -> None:
+    container = emulator.new_container()
+    run(keyed_store(container).set("k", b"v"))
+    with FaultProxy(emulator.azurite_account_url(), latency=1.0) as proxy:
+        store = proxied_store(proxy, container)
+        with config.set(retries=1, timeout=0.2), pytest.raises(StoreError, match=r"after 2 attempts: no answer within"):
+            run(store.get("k"))
+        proxy.latency = 0.0
+        assert run(store.get("k")) == b"v"
+        run(store.close())
+
+
+def test_requests_run_concurrently_up_to_config_concurrency() -> None:
+    container = emulator.new_container()
+    keys = [f"c/{i}" for i in range(150)]
+    run(keyed_store(container).set_many([(key, b"v") for key in keys]))
+    with FaultProxy(emulator.azurite_account_url(), latency=0.5) as proxy, config.set(concurrency=150):
+        store = proxied_store(proxy, container)
+        started = time.monotonic()
+        assert run(store.get_many([(key, None) for key in keys])) == [b"v"] * len(keys)
+        assert time.monotonic() - started < 0.5 * 10  # one after another would take 75 s
+        assert proxy.counts()["max_in_flight"] > 100  # more than aiohttp's default pool of 100
+        run(store.close())
+
+
 # -- credentials stay secret ------------------------------------------------------------------------
 
 
@@ -356,6 +417,18 @@ def test_store_pickles_without_its_clients_and_reconnects_in_another_process(sto
     )
     assert child.returncode == 0, child.stderr.decode()
     assert pickle.loads(child.stdout) == {"zarr.json": b"{}", "c/0": b"chunk", "from/child": b"hello"}
+
+
+def test_one_store_serves_threads_that_each_run_their_own_event_loop(store: AzureStore) -> None:
+    values = {f"k/{i}": os.urandom(100) for i in range(16)}
+    run(store.set_many(list(values.items())))
+
+    def read_half(offset: int) -> list[bytes | None]:
+        return run(store.get_many([(key, None) for key in list(values)[offset::2]]))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        halves = list(pool.map(read_half, [0, 1, 0, 1]))
+    assert halves == [list(values.values())[0::2], list(values.values())[1::2]] * 2
 
 
 def test_clients_close_without_unclosed_session_warnings() -> None:

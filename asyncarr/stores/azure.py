@@ -4,9 +4,10 @@ The store drives the SDK's ``azure.storage.blob.aio.ContainerClient`` directly r
 adlfs: adlfs's anonymous mode always builds ``https://`` endpoints (so it cannot reach an
 emulator or a plain-HTTP endpoint), and its filesystem layer adds nothing a key/value
 store needs. Every request goes through `call_with_retries`; the SDK's own retry policy is
-switched off (``retry_total=0``) so retries are counted once. One SDK loop remains: when
-the body of a download breaks off, the SDK re-reads it up to three times by itself (a
-hard-coded loop with no setting); whatever still fails after that is retried here.
+switched off (``retry_total=0``), as is aiohttp's resend on a dropped keep-alive connection,
+so every attempt counts against ``config.retries``. The SDK also re-requests a download whose
+body breaks off, up to three times with 1 s pauses and no setting to turn it off: downloads
+pass the SDK a wrapper of their body stream (``cls=``) that ends the attempt at once instead.
 
 Azure has no suffix ranges: the last N bytes cost a HEAD for the size, then a ranged GET.
 A range starting at or past the end reads as ``b""`` (Azure answers 416).
@@ -45,6 +46,11 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob.aio import ContainerClient
+
+try:  # what a download hands back; wrapped by _fail_fast_body
+    from azure.storage.blob._deserialize import deserialize_blob_stream
+except ImportError:  # pragma: no cover - an SDK without it keeps its own re-reads of broken bodies
+    deserialize_blob_stream = None
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
@@ -262,6 +268,7 @@ class AzureStore(Store):
             auto_decompress=False,
             trust_env=True,
         )
+        session._retry_connection = False  # aiohttp would resend once on a dropped keep-alive connection
         options = {"transport": AioHttpTransport(session=session, session_owner=True), "retry_total": 0}
         if self._connection_string:
             client = ContainerClient.from_connection_string(self._connection_string, self.container, **options)
@@ -422,11 +429,40 @@ _PAGED = {"results_per_page": _LIST_PAGE_SIZE}
 
 
 async def _download(client: ContainerClient, name: str, offset: int | None, length: int | None) -> bytes:
-    downloader = await client.download_blob(name, offset=offset, length=length, max_concurrency=1)
+    body = {"cls": _fail_fast_body} if deserialize_blob_stream is not None else {}
+    downloader = await client.download_blob(name, offset=offset, length=length, max_concurrency=1, **body)
     data = await downloader.readall()
     if len(data) != downloader.size:
         raise ShortBodyError(f"got {len(data)} of {downloader.size} bytes")
     return data
+
+
+def _fail_fast_body(response: Any, stream: Any, headers: Any) -> tuple[Any, _FailFastBody]:
+    location_mode, stream = deserialize_blob_stream(response, stream, headers)
+    return location_mode, _FailFastBody(stream)
+
+
+class _FailFastBody:
+    """The SDK's download stream, except that a body which breaks off raises ShortBodyError.
+
+    The SDK catches its own IncompleteReadError and re-requests (its hidden retry loop); it
+    lets ShortBodyError through, so call_with_retries sees, counts and retries the failure.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __aiter__(self) -> _FailFastBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._stream.__anext__()
+        except (IncompleteReadError, ServiceResponseError) as exc:
+            raise ShortBodyError(f"the response body broke off: {exc}") from exc
 
 
 # -- error mapping ----------------------------------------------------------------------------
