@@ -7,9 +7,9 @@ merged into one request. A selection needing every inner chunk fetches the whole
 GET instead. Inner chunks are decoded on the codec thread pool, straight into the output where
 the output selection is a view of it.
 
-`plan_inner_reads` splits a selection into one shard (the ``chunk_selection`` the array
-layer's indexers give: basic, orthogonal, or pointwise index arrays) into inner-chunk
-projections; `read_shard_region` performs the read.
+`plan_inner_reads` splits a selection into one shard (the ``chunk_selection`` any of the
+array layer's indexers gives, read with NumPy's semantics) into inner-chunk projections;
+`read_shard_region` performs the read.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from asyncarr import config
 from asyncarr.codecs.executor import codec_thread_count, run_in_codec_pool
 from asyncarr.codecs.sharding import EMPTY_ENTRY, ShardingCodec
 from asyncarr.errors import CodecError
-from asyncarr.indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer
+from asyncarr.indexing import BasicIndexer, ChunkProjection
+from asyncarr.indexing_points import Indexer, indexer_for
 from asyncarr.stores.base import ByteRange, Store
 
 __all__ = ["coalesce_ranges", "partial_read_codec", "plan_inner_reads", "read_shard_region"]
@@ -42,59 +43,14 @@ def partial_read_codec(pipeline: Any) -> ShardingCodec | None:
     return codec
 
 
-def _is_pointwise(items: tuple[Any, ...]) -> bool:
-    arrays = [item for item in items if isinstance(item, np.ndarray)]
-    # Orthogonal selections over several axes arrive expanded with np.ix_ (each array n-D);
-    # pointwise ones as one 1-D index array per axis.
-    return len(arrays) >= 2 and all(array.ndim == 1 for array in arrays)
+def plan_inner_reads(selection: Any, shard_shape: Sequence[int], inner_shape: Sequence[int]) -> Indexer:
+    """The indexer splitting ``shard[selection]`` (NumPy's semantics) into inner-chunk projections.
 
-
-def _pointwise_plan(
-    items: tuple[Any, ...], shard_shape: tuple[int, ...], inner_shape: tuple[int, ...]
-) -> tuple[tuple[int, ...], list[ChunkProjection]]:
-    points = np.broadcast_arrays(*(np.asarray(item, dtype=np.intp) for item in items))
-    result_shape = points[0].shape
-    points = [p.reshape(-1) for p in points]
-    for axis, (p, n) in enumerate(zip(points, shard_shape, strict=True)):
-        if p.size and (p.min() < 0 or p.max() >= n):
-            raise IndexError(f"index out of bounds for axis {axis} of a shard of size {n}")
-    chunks_per_shard = tuple(s // c for s, c in zip(shard_shape, inner_shape, strict=True))
-    inner_of_point = np.ravel_multi_index([p // n for p, n in zip(points, inner_shape, strict=True)], chunks_per_shard)
-    order = np.argsort(inner_of_point, kind="stable")
-    flat_inner, starts = np.unique(inner_of_point[order], return_index=True)
-    stops = [*starts[1:], len(order)]
-    projections = []
-    for flat, start, stop in zip(flat_inner, starts, stops, strict=True):
-        coords = tuple(int(c) for c in np.unravel_index(int(flat), chunks_per_shard))
-        positions = order[start:stop]
-        chunk_selection = tuple(p[positions] - c * n for p, c, n in zip(points, coords, inner_shape, strict=True))
-        projections.append(ChunkProjection(coords, chunk_selection, (positions,), False))
-    return result_shape, projections
-
-
-def plan_inner_reads(
-    selection: Any, shard_shape: Sequence[int], inner_shape: Sequence[int]
-) -> tuple[tuple[int, ...], list[ChunkProjection]]:
-    """Split a selection into one shard into inner-chunk projections.
-
-    Returns the shape of ``shard[selection]`` and, for each inner chunk it touches, a projection
-    whose ``out_selection`` indexes an array of that shape. `selection` is basic (ints, slices),
-    orthogonal (1-D index arrays, or arrays expanded with ``np.ix_``) or pointwise (one 1-D
-    index array per axis).
+    `selection` is a projection's ``chunk_selection``: ints and slices, orthogonal index arrays
+    (1-D, or expanded with ``np.ix_``) or pointwise ones. Its projections fill a buffer of
+    ``buffer_shape``; ``finalize(buffer)`` is ``shard[selection]``.
     """
-    shard_shape, inner_shape = tuple(shard_shape), tuple(inner_shape)
-    items = selection if isinstance(selection, tuple) else (selection,)
-    if any(isinstance(item, np.ndarray) and item.dtype == bool and item.ndim > 1 for item in items):
-        items = tuple(np.nonzero(items[0]))  # a mask over the whole shard
-    if not any(isinstance(item, np.ndarray) for item in items):
-        indexer: Any = BasicIndexer(items, shard_shape, inner_shape)
-    elif _is_pointwise(items):
-        return _pointwise_plan(items, shard_shape, inner_shape)
-    else:
-        # Undo np.ix_: each expanded array holds its axis' indices along its own dimension.
-        items = tuple(item.reshape(-1) if isinstance(item, np.ndarray) else item for item in items)
-        indexer = OrthogonalIndexer(items, shard_shape, inner_shape)
-    return tuple(indexer.shape), list(indexer)
+    return indexer_for(selection, tuple(shard_shape), tuple(inner_shape))
 
 
 def coalesce_ranges(extents: Sequence[tuple[int, int]], gap: int) -> list[tuple[int, int, list[int]]]:
@@ -134,15 +90,15 @@ async def _decode_all(
     )
 
 
-def _output_target(out: np.ndarray, out_selection: Any, result_shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:
-    """Where to decode: a view of ``out[out_selection]`` if basic indexing gives one, else a
-    new array to copy in afterwards (the bool)."""
+def _output_buffer(out: np.ndarray, out_selection: Any, indexer: Indexer) -> tuple[np.ndarray, bool]:
+    """The buffer to decode into: ``out[out_selection]`` itself where that is a view of the right
+    shape, else a new array to copy in afterwards (the bool)."""
     items = out_selection if isinstance(out_selection, tuple) else (out_selection,)
-    if all(isinstance(item, slice | int) for item in items):
+    if isinstance(indexer, BasicIndexer) and all(isinstance(item, slice | int) for item in items):
         view = out[out_selection]
-        if isinstance(view, np.ndarray) and view.shape == result_shape:
+        if isinstance(view, np.ndarray) and view.shape == tuple(indexer.buffer_shape):
             return view, False
-    return np.empty(result_shape, dtype=out.dtype), True
+    return np.empty(indexer.buffer_shape, dtype=out.dtype), True
 
 
 def _extent(index: np.ndarray, coords: tuple[int, ...], key: str, shard_nbytes: int | None) -> tuple[int, int] | None:
@@ -168,17 +124,18 @@ async def read_shard_region(
     """Read ``shard[shard_selection]`` of the shard stored at `key` into ``out[out_selection]``,
     fetching only the index and the inner chunks needed (a missing shard or inner chunk reads
     as the fill value); a damaged index or inner chunk raises `CodecError` naming the key."""
-    result_shape, projections = plan_inner_reads(shard_selection, codec.shard_shape, codec.inner_chunk_shape)
-    target, copy_back = _output_target(out, out_selection, result_shape)
+    indexer = plan_inner_reads(shard_selection, codec.shard_shape, codec.inner_chunk_shape)
+    projections = list(indexer)
+    target, copy_back = _output_buffer(out, out_selection, indexer)
     if projections:
-        if len(projections) == codec.nchunks_per_shard:
+        if len({p.chunk_coords for p in projections}) == codec.nchunks_per_shard:
             found = await _read_from_whole_shard(store, key, codec, projections, target)
         else:
             found = await _read_from_ranges(store, key, codec, projections, target)
         if not found:
             target[...] = codec.fill_value
     if copy_back:
-        out[out_selection] = target
+        out[out_selection] = indexer.finalize(target)
 
 
 async def _read_from_whole_shard(

@@ -18,7 +18,8 @@ import asyncarr.sync as za
 from asyncarr.codecs.pipeline import CodecPipeline
 from asyncarr.codecs.sharding import EMPTY_ENTRY, ShardingCodec, morton_order
 from asyncarr.errors import CodecError, MetadataError
-from asyncarr.indexing import BasicIndexer, OrthogonalIndexer
+from asyncarr.indexing import OrthogonalIndexer
+from asyncarr.indexing_points import indexer_for
 from asyncarr.shards import coalesce_ranges, partial_read_codec, plan_inner_reads, read_shard_region
 from asyncarr.stores import ByteRange, LocalStore, MemoryStore, Store
 
@@ -114,14 +115,17 @@ def ts_spec(path: Path) -> dict[str, Any]:
 
 
 async def read_shards_partially(store: Store, path: str, selection: Any, *, orthogonal: bool = False) -> np.ndarray:
-    """Read a selection the way the array layer's hook does: every shard through read_shard_region."""
+    """Read ``z[selection]`` (or ``z.oindex[selection]``) the way the array layer's hook does:
+    every shard through read_shard_region."""
     array = await asyncarr.open_array(store, mode="r", path=path)
     metadata = array.metadata
     codec = partial_read_codec(CodecPipeline.from_metadata(metadata))
     assert codec is not None
-    indexer_class = OrthogonalIndexer if orthogonal else BasicIndexer
-    indexer = indexer_class(selection, metadata.shape, metadata.chunks)
-    out = np.empty(indexer.shape, dtype=metadata.dtype)
+    if orthogonal:
+        indexer = OrthogonalIndexer(selection, metadata.shape, metadata.chunks)
+    else:
+        indexer = indexer_for(selection, metadata.shape, metadata.chunks)
+    out = np.empty(indexer.buffer_shape, dtype=metadata.dtype)
     prefix = f"{path}/" if path else ""
     await asyncio.gather(
         *(
@@ -136,7 +140,7 @@ async def read_shards_partially(store: Store, path: str, selection: Any, *, orth
             for p in indexer
         )
     )
-    return out
+    return indexer.finalize(out)
 
 
 PARTIAL_SELECTIONS = [
@@ -546,13 +550,82 @@ def test_orthogonal_selections_into_shards_read_like_numpy(selection):
     np.testing.assert_array_equal(asyncio.run(read_shards_partially(store, "", selection, orthogonal=True)), expected)
 
 
-def test_pointwise_selection_plan_reads_like_numpy():
+@pytest.mark.parametrize(
+    "selection",
+    [
+        (np.array([0, 15, 3, 3, 9]), np.array([19, 0, 4, 4, 10])),
+        (np.array([2, 14]), 7),
+        np.arange(16 * 20).reshape(16, 20) % 7 == 0,
+    ],
+)
+def test_pointwise_selections_and_masks_plan_reads_like_numpy(selection):
     shard = np.arange(16 * 20).reshape(16, 20)
-    points = (np.array([0, 15, 3, 3, 9]), np.array([19, 0, 4, 4, 10]))
-    shape, projections = plan_inner_reads(points, (16, 20), (4, 5))
-    out = np.empty(shape, dtype=shard.dtype)
-    for p in projections:
+    indexer = plan_inner_reads(selection, (16, 20), (4, 5))
+    buffer = np.empty(indexer.buffer_shape, dtype=shard.dtype)
+    for p in indexer:
         inner = shard[tuple(slice(c * n, (c + 1) * n) for c, n in zip(p.chunk_coords, (4, 5), strict=True))]
-        out[p.out_selection] = inner[p.chunk_selection]
-    np.testing.assert_array_equal(out, shard[points])
-    assert len(projections) == 4
+        buffer[p.out_selection] = inner[p.chunk_selection]
+    np.testing.assert_array_equal(indexer.finalize(buffer), shard[selection])
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        (np.array([5, 100, 5, 64, 127]), np.array([0, 127, 3, 64, 1])),
+        (np.array([[1, 70], [127, 3]]), slice(60, 70)),
+        (slice(2, 100, 9), np.array([3, 90])),
+        (np.array([[3], [90]]), np.array([4, 1])),
+        np.arange(128 * 128).reshape(128, 128) % 97 == 0,
+    ],
+)
+def test_pointwise_selections_across_shards_read_like_numpy(selection):
+    data = np.arange(128 * 128, dtype="i4").reshape(128, 128)
+    store = MemoryStore()
+    z = za.open_array(
+        store, mode="w", shape=(128, 128), chunks=(64, 64), dtype="i4", codecs=[sharding_json("bytes", "end", (8, 8))]
+    )
+    z[:] = data
+    np.testing.assert_array_equal(asyncio.run(read_shards_partially(store, "", selection)), data[selection])
+
+
+def test_point_arrays_apart_among_slices_read_like_numpy_in_three_dimensions():
+    data = sample((16, 12, 10), seed=5)
+    store = MemoryStore()
+    z = za.open_array(store, mode="w", shape=data.shape, chunks=(4, 3, 5), shards=(8, 6, 10), dtype="i4")
+    z[:] = data
+    for selection in [
+        (np.array([15, 0, 9]), slice(1, 11, 2), np.array([9, 0, 4])),
+        (slice(None, None, -3), np.array([11, 2]), np.array([0, 7])),
+        (np.array([3, 12]), np.array([[1], [10]]), slice(2, 9)),
+    ]:
+        np.testing.assert_array_equal(asyncio.run(read_shards_partially(store, "", selection)), data[selection])
+
+
+# --- through the array API -------------------------------------------------------------------
+
+
+def test_sync_reads_of_sharded_arrays_match_numpy_for_steps_and_negative_steps():
+    data = sample((45, 50), seed=4)
+    z = za.open_array(MemoryStore(), mode="w", shape=(45, 50), chunks=(4, 5), shards=(8, 20), dtype="i4")
+    z[:] = data
+    for selection in [
+        (slice(None, None, -1), slice(None, None, -3)),
+        (slice(40, 2, -7), 13),
+        (-1, slice(49, None, -1)),
+        (slice(3, 44, 2), slice(1, 50, 4)),
+        (Ellipsis, slice(17, 18)),
+    ]:
+        np.testing.assert_array_equal(z[selection], data[selection])
+
+
+def test_partial_shard_writes_from_eight_threads_lose_nothing():
+    from concurrent.futures import ThreadPoolExecutor
+
+    z = za.open_array(MemoryStore(), mode="w", shape=(16, 16), chunks=(2, 2), shards=(16, 16), dtype="i4")
+
+    def write_row(row: int) -> None:
+        z[row, :] = np.arange(16) + 100 * row
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(write_row, range(16)))
+    np.testing.assert_array_equal(z[:], np.arange(16)[None, :] + 100 * np.arange(16)[:, None])
