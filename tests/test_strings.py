@@ -371,6 +371,13 @@ def test_truncated_or_misshapen_chunks_raise_codec_error_naming_the_key(tmp_path
         z[:4]
 
 
+@pytest.mark.parametrize("zarr_format", FORMATS)
+def test_storing_str_in_a_bytes_array_says_to_use_dtype_str(tmp_path, zarr_format):
+    z = _create(tmp_path, zarr_format, "bytes", shape=(2,))
+    with pytest.raises(CodecError, match="dtype=str"):
+        z[:] = np.array(["text", b"ok"], dtype=object)
+
+
 def test_strings_are_refused_by_the_bytes_codec_with_the_codec_to_use(tmp_path):
     theirs = zarr.create_array(tmp_path, shape=(2,), dtype=str, zarr_format=3)
     document = _document(tmp_path, 3)

@@ -174,6 +174,9 @@ def _exact_bytes(chunk: np.ndarray) -> np.ndarray:
     """`chunk` with every bytes-like element as exact ``bytes`` (other elements are left to the codec)."""
     if all(type(item) is bytes or item is None for item in chunk.flat):
         return chunk
+    text = next((item for item in chunk.flat if isinstance(item, str)), None)
+    if text is not None:
+        raise TypeError(f"an array of bytes cannot hold the str {text[:40]!r}; create it with dtype=str for strings")
     return _bytes_of_subclass(chunk).astype(object, copy=False)
 
 
