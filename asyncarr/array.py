@@ -244,7 +244,7 @@ class AsyncArray:
             array_value = _broadcast_value(value, tuple(indexer.shape), self.dtype)
 
             async def piece_of(projection: ChunkProjection) -> Any:
-                return array_value if array_value.ndim == 0 else array_value[projection.out_selection]
+                return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
 
         async def write(projection: ChunkProjection) -> None:
             await self._write_chunk(projection, await piece_of(projection))

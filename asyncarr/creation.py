@@ -6,11 +6,10 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from . import config
 from .codecs import registry
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, create_array_metadata, normalize_chunks
+from .metadata.dtypes import normalize_dtype
 
 __all__ = ["build_array_metadata", "normalize_shape"]
 
@@ -53,7 +52,7 @@ def build_array_metadata(
     if zarr_format not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
     shape = normalize_shape(shape)
-    dtype = np.dtype("f8" if dtype is None else dtype)
+    dtype = normalize_dtype("f8" if dtype is None else dtype)
     order = "C" if order is None else order
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")

@@ -31,6 +31,9 @@ from asyncarr.metadata.dtypes import (
     default_fill_value,
     dtype_to_json,
     fill_value_to_json,
+    is_variable_length,
+    normalize_dtype,
+    object_codec_id,
     parse_dtype,
     parse_fill_value,
 )
@@ -198,6 +201,8 @@ def _codec_list(value: Any, argument: str) -> list[dict[str, Any]]:
 
 
 def _bytes_codec(dtype: np.dtype) -> dict[str, Any]:
+    if is_variable_length(dtype):
+        return {"name": object_codec_id(dtype), "configuration": {}}
     if dtype.itemsize == 1 or dtype.kind in "SV":
         return {"name": "bytes", "configuration": {}}
     return {"name": "bytes", "configuration": {"endian": "big" if dtype.byteorder == ">" else "little"}}
@@ -283,7 +288,7 @@ def create_array_metadata(
     if dimension_separator not in (None, ".", "/"):
         raise ValueError(f"dimension_separator must be '.' or '/', got {dimension_separator!r}")
     shape = _normalize_shape(shape)
-    dtype = np.dtype(dtype)
+    dtype = normalize_dtype(dtype)
     try:
         dtype_to_json(zarr_format, dtype)
     except MetadataError as exc:
