@@ -186,6 +186,32 @@ def test_abfs_url_defaults_to_the_accounts_blob_endpoint() -> None:
     assert store.location == "az://ctr/p"
 
 
+def test_urls_take_missing_options_from_adlfs_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    container = emulator.new_container(public=True)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", emulator.connection_string())
+    with from_url(f"az://{container}/p") as store:  # type: ignore[attr-defined]
+        run(store.set("k", b"from the environment"))
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", emulator.ACCOUNT)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", emulator.KEY)
+    store = from_url(f"az://{container}/p", account_url=emulator.azurite_account_url())
+    assert (store.account_name, store._account_key) == (emulator.ACCOUNT, emulator.KEY)
+    assert run(store.get("k")) == b"from the environment"
+    run(store.close())
+    anonymous = from_url(f"az://{container}/p", anon=True, account_url=emulator.azurite_account_url())
+    assert anonymous._account_key is None  # explicit credentials win over the environment's
+    run(anonymous.close())
+
+
+def test_a_url_without_an_account_says_how_to_name_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_NAME"):
+        monkeypatch.delenv(variable, raising=False)
+    store = from_url("az://container/data.zarr")  # like other cloud stores: opening never fails, the first request does
+    with pytest.raises(StoreError, match=r"az://container/data.zarr/k: .*no storage account named: pass account_name"):
+        run(store.get("k"))
+    run(store.close())
+
+
 def test_bad_urls_and_options_are_refused_with_the_reason() -> None:
     with pytest.raises(TypeError, match=r"unknown storage_options .*: region; Azure stores accept account_name"):
         from_url("az://ctr/p", anon=True, account_name="a", region="x")
@@ -197,8 +223,6 @@ def test_bad_urls_and_options_are_refused_with_the_reason() -> None:
         AzureStore("ctr", account_name="a", account_key="k", sas_token="s")
     with pytest.raises(ValueError, match="account_key needs account_name"):
         AzureStore("ctr", account_key="k", account_url="http://127.0.0.1:1/a")
-    with pytest.raises(ValueError, match="name the storage account"):
-        AzureStore("ctr", anon=True)
     with pytest.raises(ValueError, match="store key"):
         AzureStore("ctr", "../up", anon=True, account_name="a")
 

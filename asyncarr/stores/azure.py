@@ -1,37 +1,31 @@
 """AzureStore: blobs in an Azure Blob Storage container, over azure-storage-blob's asyncio client.
 
-The store drives the SDK's ``azure.storage.blob.aio.ContainerClient`` directly rather than
-adlfs: adlfs's anonymous mode always builds ``https://`` endpoints (so it cannot reach an
-emulator or a plain-HTTP endpoint), and its filesystem layer adds nothing a key/value
-store needs. Every request goes through `call_with_retries`; the SDK's own retry policy is
-switched off (``retry_total=0``), as is aiohttp's resend on a dropped keep-alive connection,
-so every attempt counts against ``config.retries``. The SDK also re-requests a download whose
-body breaks off, up to three times with 1 s pauses and no setting to turn it off: downloads
-pass the SDK a wrapper of their body stream (``cls=``) that ends the attempt at once instead.
+The SDK's ``ContainerClient`` is used directly, not adlfs: adlfs's anonymous mode always builds
+``https://`` endpoints (it cannot reach emulators or plain-HTTP endpoints), and its filesystem
+layer adds nothing a key/value store needs. Every request goes through `call_with_retries`
+and is one HTTP request per attempt: the SDK's retry policy is off (``retry_total=0``), so is
+aiohttp's resend on a dropped keep-alive connection, and downloads hand the SDK a wrapper of
+the body stream (``cls=``) so that a body which breaks off ends the attempt instead of being
+re-requested by the SDK's own hard-coded loop. Azure has no suffix ranges: the last N bytes
+cost a HEAD for the size, then a ranged GET; a range from or past the end reads ``b""``.
 
-Azure has no suffix ranges: the last N bytes cost a HEAD for the size, then a ranged GET.
-A range starting at or past the end reads as ``b""`` (Azure answers 416).
-
-Credentials (an account key, a SAS token, a connection string, a SAS in ``account_url``)
-never appear in a repr or an error message: the SDK's exceptions are cut down to status,
-error code and first line and scrubbed of every secret the store holds before they are
-chained. The SDK's own request log (logger ``azure.core.pipeline.policies.http_logging_policy``)
-redacts query strings, so SAS signatures do not reach logs.
-
-Clients belong to an event loop: the store keeps one per loop, created on first use, and
-closes it when that loop shuts down (``asyncio.run`` finalises async generators, and each
-client is tied to one) or when ``close()`` is awaited in that loop.
+Credentials (account key, SAS token, connection string, a SAS in ``account_url``) never appear
+in a repr or an error: SDK exceptions are cut to status, error code and first line and
+scrubbed of every secret the store holds before they are chained. The SDK's request log
+(``azure.core.pipeline.policies.http_logging_policy``) redacts query strings itself.
+Clients belong to an event loop: one per loop, created on first use, closed when the loop
+shuts down (``asyncio.run`` finalises the async generator tied to it) or by ``close()``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import importlib.util
+import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
@@ -91,6 +85,29 @@ def _parse_url(url: str) -> tuple[str, str, str | None, str | None]:
     return container, prefix.strip("/"), account_name, account_url
 
 
+_ENVIRONMENT = {
+    "connection_string": "AZURE_STORAGE_CONNECTION_STRING",
+    "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
+    "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+}
+
+
+def _with_environment(options: dict[str, Any]) -> dict[str, Any]:
+    """adlfs's ``AZURE_STORAGE_*`` variables fill in what a URL's storage options leave out."""
+    env = {name: os.environ[variable] for name, variable in _ENVIRONMENT.items() if os.environ.get(variable)}
+    filled, credentials = dict(options), ("connection_string", "account_key", "sas_token", "anon")
+    named = any(filled.get(name) for name in ("account_name", "account_url", *credentials))
+    if env.get("connection_string") and not named:
+        return {**filled, "connection_string": env["connection_string"]}
+    if not filled.get("account_name") and not filled.get("connection_string"):
+        filled["account_name"] = env.get("account_name")
+    secret = next((name for name in ("account_key", "sas_token") if name in env), None)
+    if secret and not any(filled.get(name) for name in credentials):
+        filled[secret] = env[secret]
+    return filled
+
+
 def _connection_fields(connection_string: str) -> dict[str, str]:
     pairs = (part.partition("=") for part in connection_string.split(";"))
     return {name.strip().lower(): value.strip() for name, _, value in pairs if name.strip()}
@@ -103,7 +120,7 @@ def _url_sas(account_url: str | None) -> str:
 
 
 def _check_credentials(options: dict[str, Any]) -> None:
-    """Reject contradictory credential options, and none at all when azure-identity is missing."""
+    """Reject contradictory credential options (what is missing is reported on first use)."""
     given = [name for name in ("account_key", "sas_token", "credential", "anon") if options[name]]
     if options["connection_string"]:
         extra = given + ["account_url"] * bool(options["account_url"])
@@ -111,29 +128,23 @@ def _check_credentials(options: dict[str, Any]) -> None:
             raise ValueError(
                 f"connection_string already holds the endpoint and credentials; do not also pass {', '.join(extra)}"
             )
-        return
-    if len(given) > 1:
+    elif len(given) > 1:
         raise ValueError(f"pass only one of account_key, sas_token, credential and anon (got {', '.join(given)})")
-    if options["account_key"] and not options["account_name"]:
+    elif options["account_key"] and not options["account_name"]:
         raise ValueError("account_key needs account_name (the storage account it belongs to)")
-    if not options["account_url"] and not options["account_name"]:
-        raise ValueError("name the storage account: pass account_name (or account_url, or connection_string)")
-    if not given and not _url_sas(options["account_url"]) and importlib.util.find_spec("azure.identity") is None:
-        raise ValueError(
-            "no Azure credentials given: pass account_key, sas_token or connection_string in storage_options, "
-            'or {"anon": True} for a public container (or install azure-identity to use DefaultAzureCredential)'
-        )
+
+
+_NO_ACCOUNT = (
+    "no storage account named: pass account_name (or account_url, or connection_string) in "
+    "storage_options, or set AZURE_STORAGE_ACCOUNT_NAME or AZURE_STORAGE_CONNECTION_STRING"
+)
+_NO_CREDENTIALS = (
+    "no Azure credentials given: pass account_key, sas_token or connection_string in storage_options, "
+    'or {"anon": True} for a public container (or install azure-identity to use DefaultAzureCredential)'
+)
 
 
 # -- client lifecycle -------------------------------------------------------------------------
-
-
-class _Connection:
-    """One event loop's client, and the suspended async generator whose finalisation closes it."""
-
-    def __init__(self, client: ContainerClient, credential: Any, registry: _Connections) -> None:
-        self.client = client
-        self.closer = _close_on_shutdown(client, credential, registry)
 
 
 async def _close_on_shutdown(client: ContainerClient, credential: Any, registry: _Connections) -> AsyncIterator[None]:
@@ -146,6 +157,10 @@ async def _close_on_shutdown(client: ContainerClient, credential: Any, registry:
         await client.close()
         if credential is not None:
             await credential.close()
+
+
+_Connection = tuple[ContainerClient, AsyncGenerator[None, None]]
+"""One event loop's client, and the suspended async generator whose finalisation closes it."""
 
 
 class _Connections:
@@ -168,7 +183,7 @@ class _Connections:
     def discard(self, client: ContainerClient) -> None:
         with self._lock:
             for loop, connection in list(self._by_loop.items()):
-                if connection.client is client:
+                if connection[0] is client:
                     del self._by_loop[loop]
 
     def take_all(self) -> dict[asyncio.AbstractEventLoop, _Connection]:
@@ -220,7 +235,11 @@ class AzureStore(Store):
 
     @classmethod
     def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> AzureStore:
-        """Open ``az://container/prefix`` (or ``abfs://container@account.dfs.core.windows.net/prefix``)."""
+        """Open ``az://container/prefix`` or ``abfs://container@account.dfs.core.windows.net/prefix``.
+
+        Options not given come from adlfs's environment variables ``AZURE_STORAGE_CONNECTION_STRING``,
+        ``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURE_STORAGE_ACCOUNT_KEY`` and ``AZURE_STORAGE_SAS_TOKEN``.
+        """
         unknown = sorted(set(storage_options) - set(STORAGE_OPTIONS))
         if unknown:
             raise TypeError(
@@ -235,7 +254,7 @@ class AzureStore(Store):
             options.setdefault("account_name", account_name)
             if account_url:
                 options.setdefault("account_url", account_url)
-        return cls(container, prefix, read_only=read_only, **options)
+        return cls(container, prefix, read_only=read_only, **_with_environment(options))
 
     @property
     def location(self) -> str:
@@ -256,12 +275,25 @@ class AzureStore(Store):
 
     async def _client(self) -> ContainerClient:
         """This event loop's client, created on first use."""
-        connection, created = self._connections.get_or_create(asyncio.get_running_loop(), self._connect)
+        (client, closer), created = self._connections.get_or_create(asyncio.get_running_loop(), self._connect)
         if created:
-            await connection.closer.__anext__()  # ties the client to the loop's shutdown
-        return connection.client
+            await closer.__anext__()  # ties the client to the loop's shutdown
+        return client
 
     def _connect(self) -> _Connection:
+        if not (self._account_url or self.account_name or self._connection_string):
+            raise ValueError(_NO_ACCOUNT)
+        credential, owned = self._credential, None
+        if self._account_key:
+            credential = {"account_name": self.account_name, "account_key": self._account_key}
+        elif self._sas_token:
+            credential = self._sas_token
+        elif not (credential or self.anon or self._connection_string or _url_sas(self._account_url)):
+            try:
+                from azure.identity.aio import DefaultAzureCredential
+            except ImportError:
+                raise ValueError(_NO_CREDENTIALS) from None
+            credential = owned = DefaultAzureCredential()
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=max(_MIN_POOL, config.get("concurrency"))),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -272,19 +304,10 @@ class AzureStore(Store):
         options = {"transport": AioHttpTransport(session=session, session_owner=True), "retry_total": 0}
         if self._connection_string:
             client = ContainerClient.from_connection_string(self._connection_string, self.container, **options)
-            return _Connection(client, None, self._connections)
-        credential, owned = self._credential, None
-        if self._account_key:
-            credential = {"account_name": self.account_name, "account_key": self._account_key}
-        elif self._sas_token:
-            credential = self._sas_token
-        elif credential is None and not self.anon and not _url_sas(self._account_url):
-            from azure.identity.aio import DefaultAzureCredential
-
-            credential = owned = DefaultAzureCredential()
+            return client, _close_on_shutdown(client, None, self._connections)
         account_url = self._account_url or f"https://{self.account_name}.blob.core.windows.net"
         client = ContainerClient(account_url, self.container, credential=credential, **options)
-        return _Connection(client, owned, self._connections)
+        return client, _close_on_shutdown(client, owned, self._connections)
 
     async def close(self) -> None:
         """Close this event loop's client; clients of other loops close when their loops shut down."""
@@ -294,7 +317,7 @@ class AzureStore(Store):
         except RuntimeError:  # closed outside any loop: nothing here to await
             return
         if current is not None:
-            await current.closer.aclose()
+            await current[1].aclose()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -547,7 +570,11 @@ def _tidy(exc: AzureError, secrets: list[str], container: str) -> None:
     so that is dropped too (status, reason and error code stay as attributes).
     """
     for item in _chain(exc):
-        _cut_leaking_links(item, secrets)
+        for link in ("__cause__", "__context__", "inner_exception", "exc_value"):
+            linked = getattr(item, link, None)  # aiohttp's exceptions format their own text: unchain leaks
+            if isinstance(linked, BaseException) and not isinstance(linked, AzureError) and linked is not item:
+                if _scrub(str(linked), secrets) != str(linked):
+                    setattr(item, link, None)
         if isinstance(item, HttpResponseError) and item.status_code is not None:
             code = _error_code(item)
             text = item.message.strip().splitlines()[0] if item.message and item.message.strip() else ""
@@ -562,16 +589,6 @@ def _tidy(exc: AzureError, secrets: list[str], container: str) -> None:
         item.args = (_scrub(text, secrets),)
         if isinstance(item, AzureError):
             item.message = item.exc_msg = item.args[0]
-
-
-def _cut_leaking_links(exc: BaseException, secrets: list[str]) -> None:
-    """Unchain exceptions we cannot rewrite (aiohttp's format their own text) whose text holds a secret."""
-    for link in ("__cause__", "__context__", "inner_exception", "exc_value"):
-        linked = getattr(exc, link, None)
-        if isinstance(linked, BaseException) and not isinstance(linked, AzureError) and linked is not exc:
-            text = str(linked)
-            if _scrub(text, secrets) != text:
-                setattr(exc, link, None)
 
 
 STORE_SCHEMES["az"] = AzureStore.from_url
