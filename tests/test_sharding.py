@@ -270,6 +270,17 @@ def test_nested_shards_round_trip_with_zarr_python(tmp_path):
     np.testing.assert_array_equal(z[1:19, 3:7], expected_after_write(data)[1:19, 3:7])
 
 
+def test_variable_length_strings_in_shards_round_trip_with_zarr_python(tmp_path):
+    texts = np.array([["a", "bb", "", "cccc", "dé", "xyz" * 20]] * 3, dtype=object)
+    z = za.open_array(str(tmp_path), mode="w", shape=(10, 6), chunks=(2, 3), shards=(4, 6), dtype=str)
+    z[1:4, :] = texts
+    expected = np.full((10, 6), "", dtype=object)
+    expected[1:4, :] = texts
+    assert zarr.open_array(str(tmp_path), mode="r")[:].tolist() == expected.tolist()
+    assert z[2, 1:5].tolist() == expected[2, 1:5].tolist()
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["0"]
+
+
 # --- writes --------------------------------------------------------------------------------
 
 
@@ -527,6 +538,8 @@ def test_coalesce_ranges_merges_runs_within_the_gap():
         (slice(2, 40, 7), np.array([63, 0, 8])),
         (3, np.array([9, 2])),
         (np.array([True, False] * 64), slice(5, 9)),
+        (np.array([5, 1, 1, 100]), np.array([127, 0, 8])),
+        (np.array([False, True] * 64), 70),
     ],
 )
 def test_orthogonal_selections_into_shards_read_like_numpy(selection):
