@@ -23,6 +23,7 @@ from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
 from .nodes import describe_missing, node_key, normalize_path, read_documents, write_documents
+from .shards import partial_read_codec, read_shard_region
 from .stores.base import Store
 
 __all__ = ["AsyncArray"]
@@ -108,13 +109,32 @@ class AsyncArray:
     metadata = property(lambda self: self._metadata, doc="The parsed metadata (ArrayMetadataV2 or V3).")
     read_only = property(lambda self: self._read_only, doc="Whether writes are refused.")
     shape = property(lambda self: self._metadata.shape, doc="The array's shape.")
-    chunks = property(lambda self: self._metadata.chunks, doc="The shape of one chunk.")
+    _grid = property(lambda self: self._metadata.chunks, doc="Shape of one stored object: a chunk, or a shard.")
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The shape of one chunk (for sharded arrays: of the inner chunks, as zarr-python reports)."""
+        shard_codec = partial_read_codec(self._pipeline)
+        return shard_codec.inner_chunk_shape if shard_codec is not None else self._metadata.chunks
+
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        """The shape of one shard, or None for an array without sharding."""
+        return self._metadata.chunks if partial_read_codec(self._pipeline) is not None else None
+
     dtype = property(lambda self: self._metadata.dtype, doc="The NumPy data type.")
     fill_value = property(lambda self: self._metadata.fill_value, doc="Value of elements never written.")
     order = property(lambda self: self._metadata.order, doc="Memory layout inside chunks: 'C' or 'F'.")
     zarr_format = property(lambda self: self._metadata.zarr_format, doc="2 or 3.")
-    compressor = property(lambda self: self._pipeline.compressor, doc="The compressor codec, or None.")
-    filters = property(lambda self: self._pipeline.filters, doc="Filter codecs applied before compression.")
+
+    @property
+    def _chunk_pipeline(self) -> CodecPipeline:
+        """The codecs each chunk goes through: the inner chain of a sharded array."""
+        shard_codec = partial_read_codec(self._pipeline)
+        return shard_codec.inner_pipeline if shard_codec is not None else self._pipeline
+
+    compressor = property(lambda self: self._chunk_pipeline.compressor, doc="The compressor codec, or None.")
+    filters = property(lambda self: self._chunk_pipeline.filters, doc="Filter codecs applied before compression.")
     synchronizer = property(lambda self: self._synchronizer, doc="The process synchronizer, if any.")
 
     @property
@@ -150,7 +170,7 @@ class AsyncArray:
     @property
     def cdata_shape(self) -> tuple[int, ...]:
         """Number of chunks along each dimension."""
-        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
+        return tuple(-(-s // c) for s, c in zip(self.shape, self._grid, strict=True))
 
     @property
     def nchunks(self) -> int:
@@ -184,21 +204,29 @@ class AsyncArray:
 
     async def getitem(self, selection: Any) -> Any:
         """Read a NumPy basic selection (ints, slices of any step, Ellipsis) into a new ndarray."""
-        indexer = BasicIndexer(selection, self.shape, self.chunks)
+        indexer = BasicIndexer(selection, self.shape, self._grid)
         out = np.empty(indexer.shape, dtype=self.dtype)
         await self._read_into(indexer, out)
         return out[()] if out.ndim == 0 else out
 
     async def _read_into(self, indexer: Any, out: np.ndarray) -> None:
-        store, pipeline, chunk_shape = self._store, self._pipeline, self.chunks
+        store, pipeline, chunk_shape = self._store, self._pipeline, self._grid
         fill = self._fill_scalar()
         limiter = store.limiter
         settings = config.current()
         executor = codec_executor()
         batcher = CodecBatcher(executor, codec_thread_count(), settings.codec_batch_bytes)
 
+        shard_codec = partial_read_codec(pipeline)
+
         async def fetch(projection: ChunkProjection) -> None:
             key = self._chunk_key(projection.chunk_coords)
+            if shard_codec is not None and not projection.is_complete_chunk:
+                # Part of a shard: its index, then only the inner chunks needed.
+                await read_shard_region(
+                    store, key, shard_codec, projection.chunk_selection, out, projection.out_selection
+                )
+                return
             async with limiter:
                 data = await store.get(key)
             if data is None:
@@ -230,7 +258,7 @@ class AsyncArray:
     async def setitem(self, selection: Any, value: Any) -> None:
         """Write ``value`` (scalar, broadcastable array, or another array) into a basic selection."""
         self._check_writable()
-        indexer = BasicIndexer(selection, self.shape, self.chunks)
+        indexer = BasicIndexer(selection, self.shape, self._grid)
         source = getattr(value, "async_array", value)
         if isinstance(source, AsyncArray):
             if source.shape != tuple(indexer.shape):
@@ -264,7 +292,7 @@ class AsyncArray:
             async with store.limiter:
                 data = await store.get(key)
             if data is not None:
-                await run_in_codec_pool(self._pipeline.decode, data, self.chunks, key)
+                await run_in_codec_pool(self._pipeline.decode, data, self._grid, key)
 
         partial = (p for p in indexer if not p.is_complete_chunk)
         await for_each_concurrently(partial, check, limit)
@@ -283,11 +311,11 @@ class AsyncArray:
         return self._pipeline.encode(chunk, key)
 
     def _decode_writable(self, data: bytes, key: str) -> np.ndarray:
-        chunk = self._pipeline.decode(data, self.chunks, key)
+        chunk = self._pipeline.decode(data, self._grid, key)
         return chunk if chunk.flags.writeable else chunk.copy()
 
     def _is_edge_chunk(self, chunk_coords: tuple[int, ...]) -> bool:
-        return any((c + 1) * n > s for c, n, s in zip(chunk_coords, self.chunks, self.shape, strict=True))
+        return any((c + 1) * n > s for c, n, s in zip(chunk_coords, self._grid, self.shape, strict=True))
 
     async def _write_chunk(self, projection: ChunkProjection, piece: Any) -> None:
         store = self._store
@@ -306,14 +334,14 @@ class AsyncArray:
                         await store.delete(key)
                     return
                 if self._is_edge_chunk(projection.chunk_coords):
-                    chunk = np.full(self.chunks, fill, dtype=self.dtype)
+                    chunk = np.full(self._grid, fill, dtype=self.dtype)
                 else:
-                    chunk = np.empty(self.chunks, dtype=self.dtype)
+                    chunk = np.empty(self._grid, dtype=self.dtype)
             else:
                 async with store.limiter:
                     data = await store.get(key)
                 if data is None:
-                    chunk = np.full(self.chunks, fill, dtype=self.dtype)
+                    chunk = np.full(self._grid, fill, dtype=self.dtype)
                 else:
                     chunk = await run_in_codec_pool(self._decode_writable, data, key)
             chunk[projection.chunk_selection] = piece
@@ -370,17 +398,17 @@ class AsyncArray:
         cut_axes = [
             d
             for d, (old, new) in enumerate(zip(old_shape, new_shape, strict=True))
-            if new < old and new % self.chunks[d]
+            if new < old and new % self._grid[d]
         ]
         if not cut_axes or 0 in new_shape:
             return
         fill = self._fill_scalar()
         for axis in cut_axes:
             region = tuple(
-                slice(new_shape[d], min(old_shape[d], -(-new_shape[d] // self.chunks[d]) * self.chunks[d]))
+                slice(new_shape[d], min(old_shape[d], -(-new_shape[d] // self._grid[d]) * self._grid[d]))
                 if d == axis
                 # Other axes run to the edge of the chunks that survive, so corners cut on two axes clear too.
-                else slice(0, min(old_shape[d], -(-new_shape[d] // self.chunks[d]) * self.chunks[d]))
+                else slice(0, min(old_shape[d], -(-new_shape[d] // self._grid[d]) * self._grid[d]))
                 for d in range(self.ndim)
             )
             await self.setitem(region, fill)
@@ -469,6 +497,7 @@ class AsyncArray:
             ("Data type", str(self.dtype)),
             ("Shape", str(self.shape)),
             ("Chunk shape", str(self.chunks)),
+            *((("Shard shape", str(self.shards)),) if self.shards else ()),
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
         ]

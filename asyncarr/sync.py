@@ -190,7 +190,8 @@ class Array:
         return self.async_array
 
     shape = _forward("shape", "The array's shape.")
-    chunks = _forward("chunks", "The shape of one chunk.")
+    chunks = _forward("chunks", "The shape of one chunk (inner chunks of a sharded array).")
+    shards = _forward("shards", "The shape of one shard, or None without sharding.")
     dtype = _forward("dtype", "The NumPy data type.")
     ndim = _forward("ndim", "Number of dimensions.")
     size = _forward("size", "Number of elements.")

@@ -642,3 +642,41 @@ def test_partial_shard_writes_from_eight_threads_lose_nothing():
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(write_row, range(16)))
     np.testing.assert_array_equal(z[:], np.arange(16)[None, :] + 100 * np.arange(16)[:, None])
+
+
+def test_sync_read_of_one_inner_chunk_costs_the_index_and_one_range():
+    store = CountingStore()
+    z = za.open_array(store, mode="w", shape=(64, 64), chunks=(8, 8), shards=(64, 64), dtype="i4")
+    z[:] = BIG_DATA
+    shard = asyncio.run(store.get("c/0/0"))
+    store.gets.clear()
+    np.testing.assert_array_equal(z[17:23, 41:47], BIG_DATA[17:23, 41:47])
+    assert len(store.gets) == 2
+    codec = partial_read_codec(CodecPipeline.from_metadata(z.metadata))
+    assert store.gets[0][1:] == (codec.index_byte_range(), codec.index_nbytes)
+    assert store.gets[1][2] < 2 * inner_nbytes(codec, shard, (2, 5))
+
+
+def test_sync_read_of_a_block_of_inner_chunks_is_one_range_and_of_a_whole_shard_one_get():
+    store = CountingStore()
+    z = za.open_array(store, mode="w", shape=(60, 64), chunks=(8, 8), shards=(64, 64), dtype="i4")
+    z[:] = BIG_DATA[:60]
+    size = len(asyncio.run(store.get("c/0/0")))
+    store.gets.clear()
+    np.testing.assert_array_equal(z[8:24, 16:32], BIG_DATA[8:24, 16:32])
+    assert len(store.gets) == 2
+    store.gets.clear()
+    np.testing.assert_array_equal(z[:], BIG_DATA[:60])  # the edge shard's in-bounds part: complete
+    assert store.gets == [("c/0/0", None, size)]
+
+
+def test_sharded_arrays_report_inner_chunks_and_shards_like_zarr_python(tmp_path):
+    import zarr
+
+    z = za.open_array(
+        str(tmp_path / "s.zarr"), mode="w", shape=(100, 100), chunks=(10, 10), shards=(50, 50), dtype="f4"
+    )
+    reference = zarr.open_array(str(tmp_path / "s.zarr"), mode="r")
+    assert (z.chunks, z.shards) == (reference.chunks, reference.shards) == ((10, 10), (50, 50))
+    assert "Shard shape        : (50, 50)" in str(z.info)
+    assert za.open_array(None, mode="w", shape=(4,), chunks=(2,), dtype="i1").shards is None
