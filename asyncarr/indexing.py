@@ -236,7 +236,8 @@ class BoolArrayDimIndexer(IntArrayDimIndexer):
     def __init__(self, dim_sel: np.ndarray, dim_len: int, dim_chunk_len: int, axis: int = 0) -> None:
         """Check the mask length and select where it is true."""
         mask = np.asarray(dim_sel)
-        if mask.shape != (dim_len,):
+        # NumPy takes an empty mask against an axis of any length (it selects nothing).
+        if mask.ndim != 1 or len(mask) not in (dim_len, 0):
             raise IndexError(
                 f"boolean index did not match indexed array along axis {axis}; "
                 f"size of axis is {dim_len} but size of corresponding boolean axis is {mask.size}"
@@ -315,7 +316,8 @@ def _normalize_array_item(item: np.ndarray | list, accept_arrays: bool) -> int |
             "basic selection takes integers, slices and Ellipsis; "
             "use an orthogonal selection (oindex) for index arrays and masks"
         )
-    if array.size == 0 and array.dtype.kind not in "iub":
+    if array.size == 0 and array.dtype.kind not in "iub" and not isinstance(item, np.ndarray):
+        # An empty list is an empty integer index to NumPy; an empty float array is an error.
         array = array.astype(np.intp)
     if array.dtype.kind not in "iub":
         raise IndexError("arrays used as indices must be of integer (or boolean) type")

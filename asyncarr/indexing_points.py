@@ -94,11 +94,14 @@ class AdvancedIndexer:
             raise IndexError(
                 f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}"
             ) from None
+        self.npoints = npoints = math.prod(point_shape)
+        # NumPy checks only the indices it uses: none when the arrays broadcast to nothing.
         coords = [
             np.broadcast_to(_wrapped_indices(array, shape[axis], axis), point_shape).reshape(-1)
+            if npoints
+            else np.zeros(0, dtype=np.intp)
             for array, axis in zip(arrays, point_axes, strict=True)
         ]
-        self.npoints = npoints = math.prod(point_shape)
         self._group_points(coords, npoints)
 
         slice_lens = tuple(dim.nitems for dim in self._slice_dims)
@@ -273,8 +276,8 @@ def _coordinate_item(item: Any, axis: int) -> int | np.ndarray:
             f"coordinate selection takes integer arrays; got a boolean array on axis {axis}. "
             "Pass one mask of the array's full shape, or use oindex for a mask along one axis"
         )
-    if array.size == 0 and array.dtype.kind not in "iu":
-        array = array.astype(np.intp)
+    if array.size == 0 and array.dtype.kind not in "iu" and not isinstance(item, np.ndarray):
+        array = array.astype(np.intp)  # an empty list: NumPy's empty integer index
     if array.dtype.kind not in "iu":
         raise IndexError(_INVALID_INDEX_MESSAGE)
     return array
@@ -287,7 +290,8 @@ def _expand_masks(items: Sequence[int | slice | np.ndarray], shape: tuple[int, .
         axis = len(expanded)
         if isinstance(item, np.ndarray) and item.dtype.kind == "b":
             for offset, (mask_len, dim_len) in enumerate(zip(item.shape, shape[axis:], strict=False)):
-                if mask_len != dim_len:
+                # NumPy lets a mask axis of length 0 stand against an axis of any length.
+                if mask_len not in (dim_len, 0):
                     raise IndexError(
                         f"boolean index did not match indexed array along axis {axis + offset}; "
                         f"size of axis is {dim_len} but size of corresponding boolean axis is {mask_len}"

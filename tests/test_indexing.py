@@ -346,7 +346,7 @@ def orthogonal_items(dim_len: int, unique: bool) -> st.SearchStrategy[Any]:
         # Any index may be written as its negative twin.
         lambda drawn: np.array([p - dim_len if drawn[1].random() < 0.3 else p for p in drawn[0]], dtype=np.int64)
     )
-    masks = st.lists(st.booleans(), min_size=dim_len, max_size=dim_len).map(np.array)
+    masks = st.lists(st.booleans(), min_size=dim_len, max_size=dim_len).map(lambda bits: np.array(bits, dtype=bool))
     arrays = index_arrays | index_arrays.map(list) | masks
     return dim_selections(dim_len) | arrays | arrays
 

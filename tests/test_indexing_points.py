@@ -14,7 +14,15 @@ from hypothesis.extra.numpy import arrays
 
 from asyncarr.indexing import BasicIndexer, OrthogonalIndexer
 from asyncarr.indexing_points import AdvancedIndexer, CoordinateIndexer, MaskIndexer, indexer_for
-from tests.test_indexing import chunked_read, chunked_write, in_bounds_region, numpy_error, shapes_and_chunks, slices
+from tests.test_indexing import (
+    BAD_ITEMS,
+    chunked_read,
+    chunked_write,
+    in_bounds_region,
+    numpy_error,
+    shapes_and_chunks,
+    slices,
+)
 
 
 def assert_each_chunk_once_and_completeness_exact(
@@ -223,6 +231,33 @@ def test_any_selection_reads_writes_and_fails_like_numpy(case: tuple[np.ndarray,
     indexer = indexer_for(selection, a.shape, chunks)
     assert_reads_and_writes_like_numpy(a, chunks, selection, indexer)
     assert_each_chunk_once_and_completeness_exact(indexer, a.shape, chunks)
+
+
+BAD_ARRAY_ITEMS = [np.array([0.5]), np.array([], dtype=float), np.array([True]), [99], np.array([[-99]]), [0, 1, 2]]
+
+
+@st.composite
+def error_prone_numpy_selections(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...], Any]:
+    """A NumPy selection with one item replaced or added: a bad scalar, a bad or unbroadcastable array."""
+    a, chunks, selection = draw(numpy_selections())
+    items = list(selection) if isinstance(selection, tuple) else [selection]
+    bad = draw(st.sampled_from(BAD_ITEMS + BAD_ARRAY_ITEMS))
+    items.insert(draw(st.integers(0, len(items))), bad)
+    if len(items) > 1 and draw(st.booleans()):
+        del items[draw(st.integers(0, len(items) - 1))]
+    return a, chunks, tuple(items)
+
+
+@given(error_prone_numpy_selections())
+@settings(max_examples=300, deadline=None)
+def test_bad_selections_raise_the_class_numpy_raises(case: tuple[np.ndarray, tuple[int, ...], Any]) -> None:
+    a, chunks, selection = case
+    error = numpy_error(a, selection)
+    if error is None:
+        np.testing.assert_array_equal(chunked_read(a, chunks, indexer_for(selection, a.shape, chunks)), a[selection])
+    else:
+        with pytest.raises(error):
+            indexer_for(selection, a.shape, chunks)
 
 
 @pytest.mark.parametrize(
