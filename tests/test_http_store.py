@@ -300,7 +300,7 @@ def test_sessions_close_without_unclosed_warnings(tmp_path: Path) -> None:
     za.save(str(tmp_path / "arr"), np.arange(10))
     url = serve_directory(tmp_path)
     child = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error", "-c", UNCLOSED_SCRIPT, url],
+        [sys.executable, "-W", "error", "-c", UNCLOSED_SCRIPT, url],
         capture_output=True,
         env=_child_env(),
         timeout=60,

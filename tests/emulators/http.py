@@ -72,16 +72,26 @@ class BackgroundServer:
         await site.start()
         return int(self._runner.addresses[0][1])
 
+    async def _shutdown(self) -> None:
+        await self._runner.cleanup()
+        # Handlers whose client already hung up are not awaited by cleanup(); let them finish.
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        if pending:
+            _, unfinished = await asyncio.wait(pending, timeout=5)
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
+
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the server's loop and return its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
 
     def stop(self) -> None:
-        """Close the listening socket and every connection, then end the loop thread."""
+        """Close the listening socket and every connection, let handlers finish, then end the loop thread."""
         if self._stopped:
             return
         self._stopped = True
-        self.call(self._runner.cleanup())
+        self.call(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
