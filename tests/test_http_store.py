@@ -261,7 +261,8 @@ def test_pickled_store_reads_the_same_here_and_in_another_process(tmp_path: Path
 
 
 UNCLOSED_SCRIPT = """
-import asyncio, gc, sys
+import asyncio, gc, os, sys, warnings
+warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # Python >= 3.12
 import numpy as np
 import asyncarr.sync as za
 from asyncarr.stores.http import HTTPStore
@@ -290,6 +291,13 @@ for _ in range(3):
     asyncio.run(store.get("v"))  # a session per loop, each closed with its loop
 z = za.open_array(url + "/arr", mode="r")  # the facade closes what it opened at exit
 assert np.asarray(z[:]).sum() == 45
+child = os.fork()  # the child inherits a live session of the facade's loop: it must leave it alone
+if child == 0:
+    assert np.asarray(z[3:]).sum() == 42
+    gc.collect()
+    sys.exit(0)
+assert os.waitpid(child, 0)[1] == 0
+assert np.asarray(z[:5]).sum() == 10
 gc.collect()
 print("done")
 """

@@ -277,14 +277,18 @@ class HTTPStore(Store):
                 if response.status == 416:
                     return 0  # only an empty value has no first byte
                 _raise_for_status(response)
-                match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", ""))
-                if response.status == 206 and match and match.group(3) != "*":
-                    return int(match.group(3))
-                body = await response.read()
+                if response.status == 206:
+                    match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
+                    return int(match.group(3)) if match and match.group(3) != "*" else _UNSET
+                body = await response.read()  # the server ignored Range: this is the whole value
                 _check_length(response, body)
                 return len(body)
 
-        return await self._call(key, "GET", first_byte)
+        size = await self._call(key, "GET", first_byte)
+        if size == _UNSET and need_size:  # no total size in Content-Range: count the bytes
+            value = await self.get(key)
+            return None if value is None else len(value)
+        return size
 
     def _check_writable(self) -> None:
         raise ReadOnlyError(f"{self.location}: HTTP stores are read-only; write the data with another store")
