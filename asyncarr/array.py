@@ -18,7 +18,8 @@ from .codecs.executor import codec_executor, codec_thread_count, run_in_codec_po
 from .codecs.pipeline import CodecPipeline
 from .concurrency import CodecBatcher, for_each_concurrently
 from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError
-from .indexing import BasicIndexer, ChunkProjection
+from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer
+from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
 from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
@@ -203,10 +204,34 @@ class AsyncArray:
         return default_fill_value(self.dtype) if fill is None else fill
 
     async def getitem(self, selection: Any) -> Any:
-        """Read a NumPy basic selection (ints, slices of any step, Ellipsis) into a new ndarray."""
-        indexer = BasicIndexer(selection, self.shape, self._grid)
-        out = np.empty(indexer.shape, dtype=self.dtype)
-        await self._read_into(indexer, out)
+        """Read a selection with NumPy's semantics (ints, slices, index arrays, masks) into a new ndarray."""
+        return await self._get_selection(indexer_for(selection, self.shape, self._grid))
+
+    async def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
+        """Read a basic selection only (ints, slices, Ellipsis); index arrays raise IndexError."""
+        return await self._get_selection(BasicIndexer(selection, self.shape, self._grid))
+
+    async def set_basic_selection(self, selection: Any, value: Any) -> None:
+        """Write a basic selection only (ints, slices, Ellipsis)."""
+        await self._set_selection(BasicIndexer(selection, self.shape, self._grid), value)
+
+    async def get_orthogonal_selection(self, selection: Any) -> Any:
+        """Read an orthogonal selection: ints, slices, integer arrays or masks, each axis on its own."""
+        return await self._get_selection(OrthogonalIndexer(selection, self.shape, self._grid))
+
+    async def get_coordinate_selection(self, selection: Any) -> Any:
+        """Read the points ``a[idx0, idx1, ...]`` (integer arrays, broadcast) or those of one full-shape mask."""
+        return await self._get_selection(CoordinateIndexer(selection, self.shape, self._grid))
+
+    async def get_mask_selection(self, mask: Any) -> Any:
+        """Read, as a 1-D array, the elements where a boolean mask of the array's shape is true."""
+        return await self._get_selection(MaskIndexer(mask, self.shape, self._grid))
+
+    async def _get_selection(self, indexer: Indexer) -> Any:
+        # Pointwise indexers fill a buffer (all points along one axis) that finalize() reshapes.
+        buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
+        await self._read_into(indexer, buffer)
+        out = indexer.finalize(buffer)
         return out[()] if out.ndim == 0 else out
 
     async def _read_into(self, indexer: Any, out: np.ndarray) -> None:
@@ -256,20 +281,38 @@ class AsyncArray:
             raise ReadOnlyError(f"{where}: the array is read-only; open it with mode 'r+' or 'a' to change it")
 
     async def setitem(self, selection: Any, value: Any) -> None:
-        """Write ``value`` (scalar, broadcastable array, or another array) into a basic selection."""
+        """Write ``value`` (scalar, broadcastable array, or another array) into a selection, as NumPy would."""
+        await self._set_selection(indexer_for(selection, self.shape, self._grid), value)
+
+    async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` into an orthogonal selection (each axis indexed on its own)."""
+        await self._set_selection(OrthogonalIndexer(selection, self.shape, self._grid), value)
+
+    async def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` at the points ``a[idx0, idx1, ...]``; of repeated points the last value wins."""
+        await self._set_selection(CoordinateIndexer(selection, self.shape, self._grid), value)
+
+    async def set_mask_selection(self, mask: Any, value: Any) -> None:
+        """Write ``value`` where a boolean mask of the array's shape is true."""
+        await self._set_selection(MaskIndexer(mask, self.shape, self._grid), value)
+
+    async def _set_selection(self, indexer: Indexer, value: Any) -> None:
         self._check_writable()
-        indexer = BasicIndexer(selection, self.shape, self._grid)
         source = getattr(value, "async_array", value)
         if isinstance(source, AsyncArray):
             if source.shape != tuple(indexer.shape):
                 raise ValueError(
                     f"cannot copy an array of shape {source.shape} into a selection of shape {tuple(indexer.shape)}"
                 )
+            if not isinstance(indexer, BasicIndexer):
+                # Only basic out selections are slices of the source itself: read it whole.
+                value, source = await source.getitem(Ellipsis), None
+        if isinstance(source, AsyncArray):
 
             async def piece_of(projection: ChunkProjection) -> Any:
                 return await source.getitem(projection.out_selection)
         else:
-            array_value = _broadcast_value(value, tuple(indexer.shape), self.dtype)
+            array_value = indexer.value_buffer(_broadcast_value(value, tuple(indexer.shape), self.dtype))
 
             async def piece_of(projection: ChunkProjection) -> Any:
                 return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]

@@ -237,13 +237,47 @@ class Array:
     def __setitem__(self, selection: Any, value: Any) -> None:
         _run(self.async_array.setitem(selection, value))
 
+    @property
+    def oindex(self) -> OIndex:
+        """Orthogonal selection: ``z.oindex[[0, 2], :]`` indexes each axis on its own."""
+        return OIndex(self.async_array)
+
+    @property
+    def vindex(self) -> VIndex:
+        """Pointwise selection: ``z.vindex[[0, 1], [2, 3]]`` or ``z.vindex[mask]``."""
+        return VIndex(self.async_array)
+
+    def get_orthogonal_selection(self, selection: Any) -> Any:
+        """Read an orthogonal selection."""
+        return _run(self.async_array.get_orthogonal_selection(selection))
+
+    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Write an orthogonal selection."""
+        _run(self.async_array.set_orthogonal_selection(selection, value))
+
+    def get_coordinate_selection(self, selection: Any) -> Any:
+        """Read the points of a coordinate selection."""
+        return _run(self.async_array.get_coordinate_selection(selection))
+
+    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Write the points of a coordinate selection."""
+        _run(self.async_array.set_coordinate_selection(selection, value))
+
+    def get_mask_selection(self, mask: Any) -> Any:
+        """Read where a boolean mask of the array's shape is true."""
+        return _run(self.async_array.get_mask_selection(mask))
+
+    def set_mask_selection(self, mask: Any, value: Any) -> None:
+        """Write where a boolean mask of the array's shape is true."""
+        _run(self.async_array.set_mask_selection(mask, value))
+
     def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
-        """Read a NumPy basic selection."""
-        return _run(self.async_array.getitem(selection))
+        """Read a NumPy basic selection (ints, slices, Ellipsis) only."""
+        return _run(self.async_array.get_basic_selection(selection))
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
-        """Write a NumPy basic selection."""
-        _run(self.async_array.setitem(selection, value))
+        """Write a NumPy basic selection only."""
+        _run(self.async_array.set_basic_selection(selection, value))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         data = np.asarray(self[...])
@@ -289,6 +323,32 @@ class Array:
         return self.store.location == other.store.location and self.path == other.path
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class OIndex:
+    """``z.oindex[...]``: orthogonal selection, each axis indexed on its own."""
+
+    def __init__(self, async_array: AsyncArray) -> None:
+        self._async_array = async_array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return _run(self._async_array.get_orthogonal_selection(selection))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        _run(self._async_array.set_orthogonal_selection(selection, value))
+
+
+class VIndex:
+    """``z.vindex[...]``: coordinate selection (an integer array per axis) or one full-shape mask."""
+
+    def __init__(self, async_array: AsyncArray) -> None:
+        self._async_array = async_array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return _run(self._async_array.get_coordinate_selection(selection))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        _run(self._async_array.set_coordinate_selection(selection, value))
 
 
 class Group:
