@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import math
 import re
@@ -13,18 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from . import config
-from .codecs.executor import codec_executor, codec_thread_count, run_in_codec_pool
+from .chunk_io import ChunkIO
 from .codecs.pipeline import CodecPipeline
-from .concurrency import CodecBatcher, for_each_concurrently
 from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError
 from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer
 from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
 from .info import Info, bytes_with_human_size
-from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
+from .locks import ProcessSynchronizer, ThreadSynchronizer
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
 from .nodes import describe_missing, node_key, normalize_path, read_documents, write_documents
-from .shards import partial_read_codec, read_shard_region
+from .shards import partial_read_codec
 from .stores.base import Store
 
 __all__ = ["AsyncArray"]
@@ -234,44 +231,21 @@ class AsyncArray:
         out = indexer.finalize(buffer)
         return out[()] if out.ndim == 0 else out
 
+    def _chunk_io(self) -> ChunkIO:
+        """The chunk mover for this array as it is now (shape and metadata can change between calls)."""
+        return ChunkIO(
+            store=self._store,
+            pipeline=self._pipeline,
+            chunk_key=self._chunk_key,
+            grid=self._grid,
+            shape=self.shape,
+            dtype=self.dtype,
+            fill=self._fill_scalar(),
+            synchronizer=self._synchronizer,
+        )
+
     async def _read_into(self, indexer: Any, out: np.ndarray) -> None:
-        store, pipeline, chunk_shape = self._store, self._pipeline, self._grid
-        fill = self._fill_scalar()
-        limiter = store.limiter
-        settings = config.current()
-        executor = codec_executor()
-        batcher = CodecBatcher(executor, codec_thread_count(), settings.codec_batch_bytes)
-
-        shard_codec = partial_read_codec(pipeline)
-
-        async def fetch(projection: ChunkProjection) -> None:
-            key = self._chunk_key(projection.chunk_coords)
-            if shard_codec is not None and not projection.is_complete_chunk:
-                # Part of a shard: its index, then only the inner chunks needed.
-                await read_shard_region(
-                    store, key, shard_codec, projection.chunk_selection, out, projection.out_selection
-                )
-                return
-            async with limiter:
-                data = await store.get(key)
-            if data is None:
-                out[projection.out_selection] = fill
-            else:
-                job = functools.partial(
-                    pipeline.decode_into,
-                    data,
-                    chunk_shape,
-                    key,
-                    out,
-                    projection.out_selection,
-                    projection.chunk_selection,
-                )
-                batcher.add(job, len(data))
-
-        try:
-            await for_each_concurrently(indexer, fetch, min(settings.concurrency, max(1, indexer.nchunks)))
-        finally:
-            await batcher.wait()
+        await self._chunk_io().read_into(indexer, out)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -307,6 +281,7 @@ class AsyncArray:
             if not isinstance(indexer, BasicIndexer):
                 # Only basic out selections are slices of the source itself: read it whole.
                 value, source = await source.getitem(Ellipsis), None
+        array_value = None
         if isinstance(source, AsyncArray):
 
             async def piece_of(projection: ChunkProjection) -> Any:
@@ -317,83 +292,7 @@ class AsyncArray:
             async def piece_of(projection: ChunkProjection) -> Any:
                 return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
 
-        async def write(projection: ChunkProjection) -> None:
-            await self._write_chunk(projection, await piece_of(projection))
-
-        limit = min(config.get("concurrency"), max(1, indexer.nchunks))
-        if indexer.nchunks > 1:
-            await self._check_partial_chunks_decode(indexer, limit)
-        await for_each_concurrently(indexer, write, limit)
-
-    async def _check_partial_chunks_decode(self, indexer: Any, limit: int) -> None:
-        # A write touching several chunks must not leave some written when a damaged chunk it
-        # has to read-modify-write fails to decode: decode those first, before writing any.
-        store = self._store
-
-        async def check(projection: ChunkProjection) -> None:
-            key = self._chunk_key(projection.chunk_coords)
-            async with store.limiter:
-                data = await store.get(key)
-            if data is not None:
-                await run_in_codec_pool(self._pipeline.decode, data, self._grid, key)
-
-        partial = (p for p in indexer if not p.is_complete_chunk)
-        await for_each_concurrently(partial, check, limit)
-
-    def _is_fill(self, chunk: np.ndarray) -> bool:
-        fill = self._fill_scalar()
-        if chunk.dtype.kind in "fc":
-            return bool(
-                np.array_equal(chunk, np.broadcast_to(np.asarray(fill, chunk.dtype), chunk.shape), equal_nan=True)
-            )
-        return bool(np.all(chunk == fill))
-
-    def _encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool) -> bytes | None:
-        if not write_empty and self._is_fill(chunk):
-            return None
-        return self._pipeline.encode(chunk, key)
-
-    def _decode_writable(self, data: bytes, key: str) -> np.ndarray:
-        chunk = self._pipeline.decode(data, self._grid, key)
-        return chunk if chunk.flags.writeable else chunk.copy()
-
-    def _is_edge_chunk(self, chunk_coords: tuple[int, ...]) -> bool:
-        return any((c + 1) * n > s for c, n, s in zip(chunk_coords, self._grid, self.shape, strict=True))
-
-    async def _write_chunk(self, projection: ChunkProjection, piece: Any) -> None:
-        store = self._store
-        key = self._chunk_key(projection.chunk_coords)
-        write_empty = config.get("write_empty_chunks")
-        fill = self._fill_scalar()
-        async with chunk_lock(store.location, key, self._synchronizer):
-            if projection.is_complete_chunk:
-                piece_array = np.asarray(piece)
-                if (
-                    piece_array.ndim == 0
-                    and not write_empty
-                    and self._is_fill(piece_array.astype(self.dtype).reshape(1))
-                ):
-                    async with store.limiter:
-                        await store.delete(key)
-                    return
-                if self._is_edge_chunk(projection.chunk_coords):
-                    chunk = np.full(self._grid, fill, dtype=self.dtype)
-                else:
-                    chunk = np.empty(self._grid, dtype=self.dtype)
-            else:
-                async with store.limiter:
-                    data = await store.get(key)
-                if data is None:
-                    chunk = np.full(self._grid, fill, dtype=self.dtype)
-                else:
-                    chunk = await run_in_codec_pool(self._decode_writable, data, key)
-            chunk[projection.chunk_selection] = piece
-            encoded = await run_in_codec_pool(self._encode_unless_fill, chunk, key, write_empty)
-            async with store.limiter:
-                if encoded is None:
-                    await store.delete(key)
-                else:
-                    await store.set(key, encoded)
+        await self._chunk_io().write(indexer, array_value, piece_of)
 
     # -- metadata changes ---------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator
 
-__all__ = ["ProcessSynchronizer", "ThreadSynchronizer", "chunk_lock"]
+__all__ = ["ProcessSynchronizer", "ThreadSynchronizer", "chunk_lock", "try_chunk_lock"]
 
 _registry_lock = threading.Lock()
 _loop_locks: weakref.WeakValueDictionary[tuple[str, str, int], asyncio.Lock] = weakref.WeakValueDictionary()
@@ -19,10 +19,17 @@ _process_locks: weakref.WeakValueDictionary[tuple[str, str], _ThreadLock] = weak
 
 
 class _ThreadLock:
-    """A threading.Lock that can live in a WeakValueDictionary (a bare Lock cannot be weakly referenced)."""
+    """A threading.Lock that can live in a WeakValueDictionary (a bare Lock cannot be weakly referenced).
+
+    Whoever holds the lock must hold this object too: the registry forgets it once unreferenced.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+
+    def release(self) -> None:
+        """Release the lock."""
+        self.lock.release()
 
 
 def _in_loop_lock(location: str, key: str) -> asyncio.Lock:
@@ -86,6 +93,16 @@ class ProcessSynchronizer:
         """Release a lock taken with ``acquire``."""
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def try_chunk_lock(location: str, key: str) -> _ThreadLock | None:
+    """Take the chunk's process-wide lock if it is free, from any thread; None if someone holds it.
+
+    For the codec-thread fast path: it never blocks a thread that async writers may need, and
+    chunks it cannot lock at once are handed back to the async path, which waits its turn.
+    """
+    held = _across_loops_lock(location, key)
+    return held if held.lock.acquire(blocking=False) else None
 
 
 @contextlib.asynccontextmanager

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numcodecs import blosc
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
@@ -24,11 +25,13 @@ from asyncarr.codecs.registry import codec_from_v2_config
 from asyncarr.codecs.v3 import (
     ArrayArrayCodec,
     ArrayBytesCodec,
+    BloscCodec,
     Buffer,
     BytesBytesCodec,
     BytesCodec,
     ChunkSpec,
     V3Codec,
+    check_blosc_frame,
     codec_from_json,
     decode_checked,
 )
@@ -95,6 +98,23 @@ class CodecPipeline(abc.ABC):
         """
         chunk_shape = tuple(chunk_shape)
         try:
+            fast = self._whole_chunk_decoder(chunk_shape)
+            if fast is not None:
+                destination = out[out_selection] if _selects_whole_chunk(chunk_selection, chunk_shape) else None
+                if (
+                    isinstance(destination, np.ndarray)
+                    and destination.flags.c_contiguous
+                    and destination.flags.writeable
+                    and destination.shape == chunk_shape
+                    and destination.dtype == self.dtype
+                    and np.may_share_memory(destination, out)
+                ):
+                    fast(data, destination.reshape(-1).view(np.uint8))
+                    return
+                chunk = np.empty(chunk_shape, dtype=self.dtype)
+                fast(data, chunk.reshape(-1).view(np.uint8))
+                out[out_selection] = chunk[chunk_selection]
+                return
             if _selects_whole_chunk(chunk_selection, chunk_shape):
                 destination = out[out_selection]
                 if (
@@ -120,6 +140,17 @@ class CodecPipeline(abc.ABC):
         except Exception as exc:
             raise CodecError(f"chunk {key}: cannot encode: {exc}") from exc
 
+    def _whole_chunk_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+        """A cached decoder of whole chunks straight into a C-ordered uint8 view, for the common chains."""
+        cache = self.__dict__.setdefault("_whole_chunk_decoders", {})
+        if chunk_shape not in cache:
+            cache[chunk_shape] = self._plain_chain_decoder(chunk_shape)
+        return cache[chunk_shape]
+
+    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+        """Subclasses return a fast decoder when the chain is just raw bytes, optionally Blosc-compressed."""
+        return None
+
     @abc.abstractmethod
     def _decode_array(self, data: Buffer, chunk_shape: tuple[int, ...]) -> np.ndarray:
         """Decode into an array of the logical shape and dtype (may be a read-only view)."""
@@ -134,6 +165,32 @@ class CodecPipeline(abc.ABC):
 
     def _expected_nbytes(self, chunk_shape: tuple[int, ...]) -> int:
         return math.prod(chunk_shape) * self.dtype.itemsize
+
+
+def _raw_or_blosc_decoder(compressor: Any, nbytes: int) -> Callable[[Buffer, np.ndarray], None] | None:
+    """Decode raw or Blosc-framed chunk bytes of exactly ``nbytes`` into a uint8 destination.
+
+    The same checks as the general path (frame header against length and size), minus the
+    layers of codec objects around them: this is the per-chunk cost that matters most for
+    arrays of many small chunks.
+    """
+    if compressor is None:
+
+        def copy_raw(data: Buffer, destination: np.ndarray) -> None:
+            source = np.frombuffer(data, dtype=np.uint8)
+            if source.nbytes != nbytes:
+                raise ValueError(f"decoded chunk has {source.nbytes} bytes, expected {nbytes}")
+            destination[...] = source
+
+        return copy_raw
+    if getattr(compressor, "codec_id", None) != "blosc":
+        return None
+
+    def decompress_blosc(data: Buffer, destination: np.ndarray) -> None:
+        check_blosc_frame(data, nbytes)
+        blosc.decompress(data, destination)
+
+    return decompress_blosc
 
 
 def _selects_whole_chunk(chunk_selection: Selection, chunk_shape: tuple[int, ...]) -> bool:
@@ -218,6 +275,11 @@ class _V2Pipeline(CodecPipeline):
     def filters(self) -> list[Codec]:
         """The numcodecs filters, in encoding order."""
         return list(self._filters)
+
+    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+        if self._filters or self.variable_length or self.order != "C":
+            return None
+        return _raw_or_blosc_decoder(self._compressor, self._expected_nbytes(chunk_shape))
 
     def _decompress(self, data: Buffer, chunk_shape: tuple[int, ...], out: np.ndarray | None = None) -> Buffer:
         if self._compressor is None:
@@ -324,6 +386,16 @@ class _V3Pipeline(CodecPipeline):
                 specs.append(codec.resolve(specs[-1]))
             self._specs_by_shape[chunk_shape] = specs
         return specs
+
+    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+        if self.array_array or not isinstance(self.array_bytes, BytesCodec) or len(self.bytes_bytes) > 1:
+            return None
+        if self.array_bytes.stored_dtype(self.dtype) != self.dtype:
+            return None
+        compressor = self.bytes_bytes[0].as_numcodecs() if self.bytes_bytes else None
+        if self.bytes_bytes and not isinstance(self.bytes_bytes[0], BloscCodec):
+            return None
+        return _raw_or_blosc_decoder(compressor, self._expected_nbytes(chunk_shape))
 
     def _decoded_sizes(self, array_bytes_spec: ChunkSpec) -> list[int | None]:
         """The size each bytes->bytes codec should decode to, where it is fixed."""

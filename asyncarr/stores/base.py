@@ -110,6 +110,23 @@ class Store(abc.ABC):
     read_only: bool = False
     supports_listing: bool = True
     """False for stores that cannot list keys (HTTP): listings then come from consolidated metadata."""
+    supports_sync_io: bool = False
+    """True when ``get_sync``/``set_sync``/``delete_sync`` do what the coroutines do, cheaply and
+    thread-safely, without an event loop (local files, memory). The array layer then reads or
+    writes a batch of chunks inside one codec-thread job instead of one loop round trip each.
+    A subclass that overrides ``get``, ``set`` or ``delete`` without their ``_sync`` twins is
+    switched off automatically, so its own behaviour (latency, counting) is never bypassed."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "supports_sync_io" in cls.__dict__:
+            return
+        for name in ("get", "set", "delete"):
+            owner = next(k for k in cls.__mro__ if name in k.__dict__)
+            sync_owner = next(k for k in cls.__mro__ if f"{name}_sync" in k.__dict__)
+            if owner is not sync_owner:
+                cls.supports_sync_io = False
+                return
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -154,6 +171,20 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
         """Yield the names of the immediate children of ``prefix`` (keys and 'directories')."""
+
+    # -- optional blocking twins (see ``supports_sync_io``) ------------------------------
+
+    def get_sync(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Blocking ``get``, for stores with ``supports_sync_io``."""
+        raise NotImplementedError(f"{type(self).__name__} has no blocking get")
+
+    def set_sync(self, key: str, value: bytes) -> None:
+        """Blocking ``set``, for stores with ``supports_sync_io``."""
+        raise NotImplementedError(f"{type(self).__name__} has no blocking set")
+
+    def delete_sync(self, key: str) -> None:
+        """Blocking ``delete``, for stores with ``supports_sync_io``."""
+        raise NotImplementedError(f"{type(self).__name__} has no blocking delete")
 
     # -- defaults built on the interface ------------------------------------------------
 

@@ -162,9 +162,25 @@ class LocalStore(Store):
 
     # -- the Store interface -----------------------------------------------------------
 
+    supports_sync_io = True
+
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Read the file at ``key`` (only the requested range), or None if there is none."""
         return await _in_io_thread(self._read_file, self._file_path(key), key, byte_range)
+
+    def get_sync(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Blocking ``get``: read the file at ``key`` on the calling thread."""
+        return self._read_file(self._file_path(key), key, byte_range)
+
+    def set_sync(self, key: str, value: bytes) -> None:
+        """Blocking ``set``: write the file at ``key`` atomically on the calling thread."""
+        self._check_writable()
+        self._write_file(self._file_path(key), key, value)
+
+    def delete_sync(self, key: str) -> None:
+        """Blocking ``delete`` on the calling thread."""
+        self._check_writable()
+        self._delete_file(self._file_path(key), key)
 
     async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Read many files in a few batched thread hops (no task per key)."""

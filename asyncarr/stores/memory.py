@@ -80,12 +80,28 @@ class MemoryStore(Store):
 
     # -- the Store interface -----------------------------------------------------------
 
+    supports_sync_io = True
+
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Return the value at ``key`` (or part of it), or None if there is none."""
+        return self.get_sync(key, byte_range)
+
+    def get_sync(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Blocking ``get`` (a dict lookup)."""
         value = self._contents.get(validate_key(key))
         if value is None or byte_range is None:
             return value
         return byte_range.apply(value)
+
+    def set_sync(self, key: str, value: bytes) -> None:
+        """Blocking ``set`` (a dict assignment)."""
+        self._check_writable()
+        self._contents[validate_key(key)] = value if type(value) is bytes else bytes(value)
+
+    def delete_sync(self, key: str) -> None:
+        """Blocking ``delete`` (a dict removal)."""
+        self._check_writable()
+        self._contents.pop(validate_key(key), None)
 
     async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Return many values; nothing to wait for, so no tasks are spawned."""
@@ -93,8 +109,7 @@ class MemoryStore(Store):
 
     async def set(self, key: str, value: bytes) -> None:
         """Store a copy of ``value`` at ``key``."""
-        self._check_writable()
-        self._contents[validate_key(key)] = value if type(value) is bytes else bytes(value)
+        self.set_sync(key, value)
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Store many values."""
@@ -103,8 +118,7 @@ class MemoryStore(Store):
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error."""
-        self._check_writable()
-        self._contents.pop(validate_key(key), None)
+        self.delete_sync(key)
 
     async def exists(self, key: str) -> bool:
         """Whether a value is stored at ``key``."""

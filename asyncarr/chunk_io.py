@@ -1,0 +1,253 @@
+"""Moving chunks between a store and NumPy arrays: concurrent reads into an output, writes from a value.
+
+Two engines do the same work. The async engine issues every chunk request of a call at once
+(bounded by the store's limiter) and batches decodes onto the codec threads. For stores with
+``supports_sync_io`` (local files, memory) the fast engine hands whole batches of chunks to
+the codec threads, each job reading, decoding and copying its chunks without a round trip
+through the event loop per chunk — most of the cost when chunks are small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .codecs.executor import codec_executor, codec_thread_count, run_in_codec_pool
+from .codecs.pipeline import CodecPipeline
+from .concurrency import CodecBatcher, for_each_concurrently
+from .indexing import ChunkProjection
+from .locks import ProcessSynchronizer, chunk_lock, try_chunk_lock
+from .shards import partial_read_codec, read_shard_region
+from .stores.base import Store
+
+__all__ = ["ChunkIO"]
+
+PieceOf = Callable[[ChunkProjection], Awaitable[Any]]
+
+# Fast-engine jobs per codec thread: enough to balance uneven chunks, few enough to stay cheap.
+_JOBS_PER_THREAD = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkIO:
+    """Everything needed to read and write one array's chunks, as it is at the start of a call."""
+
+    store: Store
+    pipeline: CodecPipeline
+    chunk_key: Callable[[tuple[int, ...]], str]
+    grid: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fill: Any
+    synchronizer: Any = None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def read_into(self, indexer: Any, out: np.ndarray) -> None:
+        """Fill ``out`` with the selection ``indexer`` describes."""
+        if self.store.supports_sync_io and partial_read_codec(self.pipeline) is None:
+            await self._run_batches(list(indexer), self._read_batch, out)
+        else:
+            await self._read_async(indexer, out)
+
+    def _read_batch(self, projections: Sequence[ChunkProjection], out: np.ndarray) -> None:
+        get, decode_into = self.store.get_sync, self.pipeline.decode_into
+        for projection in projections:
+            key = self.chunk_key(projection.chunk_coords)
+            data = get(key)
+            if data is None:
+                out[projection.out_selection] = self.fill
+            else:
+                decode_into(data, self.grid, key, out, projection.out_selection, projection.chunk_selection)
+
+    async def _read_async(self, indexer: Any, out: np.ndarray) -> None:
+        store, pipeline = self.store, self.pipeline
+        limiter = store.limiter
+        settings = config.current()
+        batcher = CodecBatcher(codec_executor(), codec_thread_count(), settings.codec_batch_bytes)
+        shard_codec = partial_read_codec(pipeline)
+
+        async def fetch(projection: ChunkProjection) -> None:
+            key = self.chunk_key(projection.chunk_coords)
+            if shard_codec is not None and not projection.is_complete_chunk:
+                # Part of a shard: its index, then only the inner chunks needed.
+                await read_shard_region(
+                    store, key, shard_codec, projection.chunk_selection, out, projection.out_selection
+                )
+                return
+            async with limiter:
+                data = await store.get(key)
+            if data is None:
+                out[projection.out_selection] = self.fill
+            else:
+                job = functools.partial(
+                    pipeline.decode_into,
+                    data,
+                    self.grid,
+                    key,
+                    out,
+                    projection.out_selection,
+                    projection.chunk_selection,
+                )
+                batcher.add(job, len(data))
+
+        try:
+            await for_each_concurrently(indexer, fetch, min(settings.concurrency, max(1, indexer.nchunks)))
+        finally:
+            await batcher.wait()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def write(self, indexer: Any, value: np.ndarray | None, piece_of: PieceOf) -> None:
+        """Write into the selection ``indexer`` describes: from ``value`` (laid out like the
+        indexer's buffer), or, when ``value`` is None, from ``piece_of(projection)``."""
+        limit = min(config.get("concurrency"), max(1, indexer.nchunks))
+        if indexer.nchunks > 1:
+            await self._check_partial_chunks_decode(indexer, limit)
+        fast = (
+            self.store.supports_sync_io and value is not None and not isinstance(self.synchronizer, ProcessSynchronizer)
+        )
+        if fast:
+            deferred: list[ChunkProjection] = []
+            await self._run_batches(list(indexer), self._write_batch, value, deferred)
+            projections: Any = deferred  # chunks another writer held: take turns on the async path
+        else:
+            projections = indexer
+
+        async def write(projection: ChunkProjection) -> None:
+            await self._write_chunk(projection, await piece_of(projection))
+
+        await for_each_concurrently(projections, write, limit)
+
+    async def _check_partial_chunks_decode(self, indexer: Any, limit: int) -> None:
+        # A write touching several chunks must not leave some written when a damaged chunk it
+        # has to read-modify-write fails to decode: decode those first, before writing any.
+        store = self.store
+
+        async def check(projection: ChunkProjection) -> None:
+            key = self.chunk_key(projection.chunk_coords)
+            async with store.limiter:
+                data = await store.get(key)
+            if data is not None:
+                await run_in_codec_pool(self.pipeline.decode, data, self.grid, key)
+
+        partial = (p for p in indexer if not p.is_complete_chunk)
+        await for_each_concurrently(partial, check, limit)
+
+    def _write_batch(
+        self, projections: Sequence[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
+    ) -> None:
+        write_empty = config.get("write_empty_chunks")
+        for projection in projections:
+            key = self.chunk_key(projection.chunk_coords)
+            lock = try_chunk_lock(self.store.location, key)
+            if lock is None:
+                deferred.append(projection)  # list.append is atomic: safe from several threads
+                continue
+            try:
+                piece = value[()] if value.ndim == 0 else value[projection.out_selection]
+                chunk = self._chunk_to_update(projection, piece, write_empty, self.store.get_sync)
+                if chunk is None:
+                    self.store.delete_sync(key)
+                    continue
+                chunk[projection.chunk_selection] = piece
+                encoded = self.encode_unless_fill(chunk, key, write_empty)
+                if encoded is None:
+                    self.store.delete_sync(key)
+                else:
+                    self.store.set_sync(key, encoded)
+            finally:
+                lock.release()
+
+    def _chunk_to_update(
+        self, projection: ChunkProjection, piece: Any, write_empty: bool, get: Callable[[str], bytes | None]
+    ) -> np.ndarray | None:
+        """The chunk array to write ``piece`` into, or None when the chunk simply becomes fill."""
+        if projection.is_complete_chunk:
+            piece_array = np.asarray(piece)
+            if piece_array.ndim == 0 and not write_empty and self.is_fill(piece_array.astype(self.dtype).reshape(1)):
+                return None
+            if self._is_edge_chunk(projection.chunk_coords):
+                return np.full(self.grid, self.fill, dtype=self.dtype)
+            return np.empty(self.grid, dtype=self.dtype)
+        key = self.chunk_key(projection.chunk_coords)
+        data = get(key)
+        return np.full(self.grid, self.fill, dtype=self.dtype) if data is None else self.decode_writable(data, key)
+
+    async def _write_chunk(self, projection: ChunkProjection, piece: Any) -> None:
+        store = self.store
+        key = self.chunk_key(projection.chunk_coords)
+        write_empty = config.get("write_empty_chunks")
+        async with chunk_lock(store.location, key, self.synchronizer):
+            if projection.is_complete_chunk:
+                chunk = self._chunk_to_update(projection, piece, write_empty, _never_called)
+            else:
+                async with store.limiter:
+                    data = await store.get(key)
+                if data is None:
+                    chunk = np.full(self.grid, self.fill, dtype=self.dtype)
+                else:
+                    chunk = await run_in_codec_pool(self.decode_writable, data, key)
+            encoded = None
+            if chunk is not None:
+                chunk[projection.chunk_selection] = piece
+                encoded = await run_in_codec_pool(self.encode_unless_fill, chunk, key, write_empty)
+            async with store.limiter:
+                if encoded is None:
+                    await store.delete(key)
+                else:
+                    await store.set(key, encoded)
+
+    # -- chunk-level helpers -------------------------------------------------------------------------
+
+    def is_fill(self, chunk: np.ndarray) -> bool:
+        """Whether every element of ``chunk`` equals the fill value (NaN equal to NaN)."""
+        if chunk.dtype.kind in "fc":
+            fill = np.broadcast_to(np.asarray(self.fill, chunk.dtype), chunk.shape)
+            return bool(np.array_equal(chunk, fill, equal_nan=True))
+        return bool(np.all(chunk == self.fill))
+
+    def encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool) -> bytes | None:
+        """Encoded chunk bytes, or None when the chunk is all fill and empty chunks are not written."""
+        if not write_empty and self.is_fill(chunk):
+            return None
+        return self.pipeline.encode(chunk, key)
+
+    def decode_writable(self, data: bytes, key: str) -> np.ndarray:
+        """Decode a stored chunk into an array that may be modified."""
+        chunk = self.pipeline.decode(data, self.grid, key)
+        return chunk if chunk.flags.writeable else chunk.copy()
+
+    def _is_edge_chunk(self, chunk_coords: tuple[int, ...]) -> bool:
+        return any((c + 1) * n > s for c, n, s in zip(chunk_coords, self.grid, self.shape, strict=True))
+
+    # -- the fast engine's batches ------------------------------------------------------------------
+
+    async def _run_batches(self, projections: list[ChunkProjection], job: Callable[..., None], *args: Any) -> None:
+        """Split ``projections`` into contiguous batches and run ``job(batch, *args)`` on the codec threads."""
+        if not projections:
+            return
+        threads = codec_thread_count()
+        count = min(len(projections), threads * _JOBS_PER_THREAD)
+        size = -(-len(projections) // count)
+        loop = asyncio.get_running_loop()
+        executor = codec_executor()
+        futures = [
+            loop.run_in_executor(executor, job, projections[start : start + size], *args)
+            for start in range(0, len(projections), size)
+        ]
+        # Wait for every batch (threads cannot be cancelled), then report the first failure.
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+
+def _never_called(key: str) -> bytes | None:
+    raise AssertionError(f"a complete chunk write read {key}")  # pragma: no cover
