@@ -208,10 +208,17 @@ class ChunkIO:
 
     def is_fill(self, chunk: np.ndarray) -> bool:
         """Whether every element of ``chunk`` equals the fill value (NaN equal to NaN)."""
-        if chunk.dtype.kind in "fc":
-            fill = np.broadcast_to(np.asarray(self.fill, chunk.dtype), chunk.shape)
-            return bool(np.array_equal(chunk, fill, equal_nan=True))
-        return bool(np.all(chunk == self.fill))
+        if chunk.size == 0:
+            return True
+        is_missing = _MISSING_TESTS.get(chunk.dtype.kind)
+        missing_fill = is_missing is not None and bool(is_missing(np.asarray(self.fill, chunk.dtype)))
+        first = chunk.flat[0]
+        # Chunks of real data almost always differ at the first element: skip the full scan.
+        if not (is_missing(first) if missing_fill else bool(first == self.fill)):  # type: ignore[misc]
+            return False
+        if missing_fill:
+            return bool(is_missing(chunk).all())  # type: ignore[misc]
+        return bool((chunk == self.fill).all())
 
     def encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool) -> bytes | None:
         """Encoded chunk bytes, or None when the chunk is all fill and empty chunks are not written."""
@@ -247,6 +254,10 @@ class ChunkIO:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+
+# NaN and NaT never equal themselves: a fill value of either is matched by these tests instead.
+_MISSING_TESTS: dict[str, Callable[[Any], Any]] = {"f": np.isnan, "c": np.isnan, "m": np.isnat, "M": np.isnat}
 
 
 def _never_called(key: str) -> bytes | None:
