@@ -370,10 +370,14 @@ def indexer_for(selection: Any, shape: tuple[int, ...], chunks: tuple[int, ...])
     # One 1-D array keeps its place in NumPy's result unless it moves first past a slice.
     keeps_place = adjacent or not any(isinstance(item, slice) for item in items[:array_axis])
     if not others and items[array_axis].ndim == 1 and keeps_place:
-        # A bad slice is NumPy's first complaint; the orthogonal indexer checks axes in order.
-        for item, dim_len in zip(items, shape, strict=True):
+        # NumPy checks the integers and slices left to right and the first bad one wins (an
+        # out-of-range int is an IndexError, a float slice bound a TypeError); the orthogonal
+        # indexer checks the array axis before the others, so check here first.
+        for axis, (item, dim_len) in enumerate(zip(items, shape, strict=True)):
             if isinstance(item, slice):
                 item.indices(dim_len)
+            elif isinstance(item, int | np.integer) and not -dim_len <= item < dim_len:
+                raise IndexError(f"index {item} is out of bounds for axis {axis} with size {dim_len}")
         return OrthogonalIndexer(tuple(items), shape, chunks)
     if len(items) == 1 and items[0].dtype.kind == "b":
         return MaskIndexer._from_items(expanded, shape, chunks)

@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 import pytest
 from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+from emulators import azure as emulator
+from emulators.proxy import FAULT_KINDS, FaultProxy
 
 import asyncarr.sync as za
 from asyncarr import config
 from asyncarr.errors import AccessDeniedError, ReadOnlyError, StoreError
 from asyncarr.stores import ByteRange, from_url
 from asyncarr.stores.azure import AzureStore
-from tests.emulators import azure as emulator
-from tests.emulators.proxy import FAULT_KINDS, FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,10 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-from asyncarr.indexing import BasicIndexer, OrthogonalIndexer
-from asyncarr.indexing_points import AdvancedIndexer, CoordinateIndexer, MaskIndexer, indexer_for
-from tests.test_indexing import (
+from test_indexing import (
     BAD_ITEMS,
     chunked_read,
     chunked_write,
@@ -23,6 +20,9 @@ from tests.test_indexing import (
     shapes_and_chunks,
     slices,
 )
+
+from asyncarr.indexing import BasicIndexer, OrthogonalIndexer
+from asyncarr.indexing_points import AdvancedIndexer, CoordinateIndexer, MaskIndexer, indexer_for
 
 
 def assert_each_chunk_once_and_completeness_exact(

@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from emulators import s3 as emulator
 
 import asyncarr
 import asyncarr.sync as za
 from asyncarr.errors import AccessDeniedError, ReadOnlyError, StoreError
 from asyncarr.stores import ByteRange, from_url
 from asyncarr.stores.s3 import S3Store
-from tests.emulators import s3 as emulator
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "Sup3r-Secret-Do-Not-Print-4f9c1e"

@@ -20,6 +20,9 @@ from typing import Any
 import hypothesis
 import pytest
 import zict
+from emulators import azure as azure_emulator
+from emulators import http as http_emulator
+from emulators import s3 as s3_emulator
 from hypothesis import strategies as st
 
 from asyncarr.errors import ReadOnlyError, StoreError
@@ -78,6 +81,10 @@ STORE_CASES = [
         lambda s: MappingStore(s.mapping, read_only=True),  # type: ignore[attr-defined]
         pickles_by_reference=False,
     ),
+    # Real servers on 127.0.0.1, started once per session (see tests/emulators/).
+    StoreCase("s3", s3_emulator.make_store, s3_emulator.reopen_read_only),
+    StoreCase("azure", azure_emulator.make_store, azure_emulator.reopen_read_only),
+    StoreCase("http", http_emulator.make_store, http_emulator.reopen_read_only),
 ]
 
 
@@ -315,7 +322,15 @@ class TestStoreConformance:
         assert listing(store) == []
 
     def test_location_names_the_store_by_a_url(self, store: Store, store_case: StoreCase) -> None:
-        scheme = {"memory": "memory://", "local": "file:///", "zip": "zip:///", "mapping": "mapping://dict-"}
+        scheme = {
+            "memory": "memory://",
+            "local": "file:///",
+            "zip": "zip:///",
+            "mapping": "mapping://dict-",
+            "s3": "s3://",
+            "azure": "az://",
+            "http": "http://127.0.0.1:",
+        }
         assert store.location.startswith(scheme[store_case.kind])
         assert store.key_url("a/b") == store.location + "/a/b"
 
