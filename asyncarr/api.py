@@ -226,16 +226,20 @@ def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     source = getattr(a, "async_array", a)
     kwargs.setdefault("dtype", source.dtype)
     if isinstance(source, AsyncArray):
-        kwargs.setdefault("chunks", source.chunks)
         kwargs.setdefault("order", source.order)
         kwargs.setdefault("zarr_format", source.zarr_format)
         kwargs.setdefault("fill_value", source.fill_value)
-        if source.zarr_format == 3 and kwargs["zarr_format"] == 3:
-            if "compressor" not in kwargs and "filters" not in kwargs:
-                kwargs.setdefault("codecs", list(source.metadata.codecs))
+        copy_codecs = source.zarr_format == 3 and kwargs["zarr_format"] == 3
+        if copy_codecs and not {"compressor", "filters", "shards"} & kwargs.keys():
+            # The whole v3 chain, sharding included: the stored objects keep their shape too.
+            kwargs.setdefault("codecs", list(source.metadata.codecs))
+            kwargs.setdefault("chunks", source.metadata.chunks)
         else:
+            kwargs.setdefault("chunks", source.chunks)
             kwargs.setdefault("compressor", source.compressor)
             kwargs.setdefault("filters", source.filters or None)
+            if source.shards and kwargs["zarr_format"] == 3:
+                kwargs.setdefault("shards", source.shards)
     return kwargs
 
 

@@ -167,13 +167,18 @@ class AsyncArray:
 
     @property
     def cdata_shape(self) -> tuple[int, ...]:
-        """Number of chunks along each dimension."""
-        return tuple(-(-s // c) for s, c in zip(self.shape, self._grid, strict=True))
+        """Number of chunks along each dimension (inner chunks for a sharded array, as zarr-python counts)."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
 
     @property
     def nchunks(self) -> int:
-        """Number of chunks in the grid."""
+        """Number of chunks in the grid (inner chunks for a sharded array)."""
         return math.prod(self.cdata_shape)
+
+    @property
+    def _stored_grid_shape(self) -> tuple[int, ...]:
+        """Number of stored objects (chunks, or shards) along each dimension."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self._grid, strict=True))
 
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self._path else ""
@@ -323,10 +328,10 @@ class AsyncArray:
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize a {self.ndim}-d array to {len(new_shape)}-d shape {new_shape}")
         old_shape = self.shape
-        old_grid = self.cdata_shape
+        old_grid = self._stored_grid_shape
         await self._clear_outside(old_shape, new_shape)
         await self._replace_metadata(self._metadata.with_shape(new_shape))
-        new_grid = self.cdata_shape
+        new_grid = self._stored_grid_shape
         outside = (
             coords
             for coords in itertools.product(*(range(n) for n in old_grid))
@@ -397,13 +402,13 @@ class AsyncArray:
         if len(parts) != self.ndim or not all(_DIGITS.fullmatch(p) for p in parts):
             return None
         coords = tuple(int(p) for p in parts)
-        if any(c >= g for c, g in zip(coords, self.cdata_shape, strict=True)):
+        if any(c >= g for c, g in zip(coords, self._stored_grid_shape, strict=True)):
             return None
         return coords
 
     async def _stored_chunk_keys(self) -> list[str]:
         if not self._store.supports_listing:
-            keys = [self._chunk_key(c) for c in itertools.product(*(range(n) for n in self.cdata_shape))]
+            keys = [self._chunk_key(c) for c in itertools.product(*(range(n) for n in self._stored_grid_shape))]
             present = await asyncio.gather(*(self._store.exists(k) for k in keys))
             return [k for k, found in zip(keys, present, strict=True) if found]
         prefix = node_key(self._path, "") if self._path else ""
@@ -414,8 +419,9 @@ class AsyncArray:
         ]
 
     async def nchunks_initialized(self) -> int:
-        """How many chunks are stored."""
-        return len(await self._stored_chunk_keys())
+        """How many chunks are stored (a sharded array counts every chunk of each stored shard, as zarr-python)."""
+        chunks_per_object = math.prod(g // c for g, c in zip(self._grid, self.chunks, strict=True))
+        return len(await self._stored_chunk_keys()) * chunks_per_object
 
     async def nbytes_stored(self) -> int:
         """Bytes stored for this array: metadata documents plus chunks."""

@@ -56,11 +56,12 @@ def build_array_metadata(
     order = "C" if order is None else order
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
-    chunks = normalize_chunks(True if chunks is None else chunks, shape, dtype.itemsize)
     if shards is not None:
         if zarr_format != 3:
             raise ValueError("shards= needs zarr_format=3: sharding is a Zarr v3 codec")
         shards = normalize_shape(shards)
+    # With shards, an automatic inner chunk shape is guessed within one shard, not the array.
+    chunks = normalize_chunks(True if chunks is None else chunks, shards or shape, dtype.itemsize)
     if compression is not None or compression_opts is not None:
         compressor = registry.normalize_compression(compression, compression_opts)
     if codecs is not None:

@@ -680,3 +680,30 @@ def test_sharded_arrays_report_inner_chunks_and_shards_like_zarr_python(tmp_path
     assert (z.chunks, z.shards) == (reference.chunks, reference.shards) == ((10, 10), (50, 50))
     assert "Shard shape        : (50, 50)" in str(z.info)
     assert za.open_array(None, mode="w", shape=(4,), chunks=(2,), dtype="i1").shards is None
+
+
+def test_sharded_chunk_counts_match_zarr_python(tmp_path):
+    import zarr
+
+    path = str(tmp_path / "counts.zarr")
+    z = za.open_array(path, mode="w", shape=(100, 100), chunks=(10, 10), shards=(50, 50), dtype="f4")
+    z[:10, :10] = 1
+    reference = zarr.open_array(path, mode="r")
+    assert (z.nchunks, z.cdata_shape, z.nchunks_initialized) == (
+        reference.nchunks,
+        reference.cdata_shape,
+        reference.nchunks_initialized,
+    )
+
+
+def test_like_functions_keep_the_shard_shape_of_a_sharded_source():
+    source = za.open_array(None, mode="w", shape=(100, 100), chunks=(10, 10), shards=(50, 50), dtype="f4")
+    for copy in (za.zeros_like(source), za.empty_like(source), za.empty_like(source, compressor=None)):
+        assert (copy.chunks, copy.shards) == ((10, 10), (50, 50))
+
+
+def test_shards_without_chunks_guesses_inner_chunks_within_one_shard():
+    z = za.open_array(None, mode="w", shape=(100,), shards=(50,), dtype="f4")
+    assert z.shards == (50,) and 50 % z.chunks[0] == 0
+    z[:] = np.arange(100)
+    np.testing.assert_array_equal(z[:], np.arange(100))
