@@ -16,10 +16,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from .engines import ArraySpec
+from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement
-from .workloads import ASYNCARR, floors, full_write_and_read, many_small_reads, median_ratio, partial_reads
+from .workloads import ASYNCARR, field, floors, full_write_and_read, many_small_reads, median_ratio, partial_reads
 
 SYNC_ENGINES = ["asyncarr-sync", "zarr-python", "tensorstore"]
 ALL_ENGINES = [ASYNCARR, *SYNC_ENGINES]
@@ -65,6 +66,56 @@ def run(quick: bool, only: set[str], repeats: int, root: Path) -> list[Measureme
     return results
 
 
+def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[str]) -> list[Measurement]:
+    """W3 (S3 direct and through a 20 ms proxy), W4 on S3 and W6 (sharded), on moto's server."""
+    from .servers import LatencyProxy, MotoServer
+
+    results: list[Measurement] = []
+    moto = MotoServer()
+    proxy = LatencyProxy(moto.url, latency=0.02)
+    try:
+        side = 2048 if quick else 4096
+        spec = ArraySpec((side, side), (256, 256), "float32", 3)
+        if "W3" in only:
+            for label, endpoint in (("W3 S3 direct", moto.url), ("W3 S3 via 20 ms proxy", proxy.url)):
+                print(f"running {label} {spec.shape} chunks {spec.chunks} ...", file=sys.stderr, flush=True)
+                s3 = S3Location(endpoint, moto.create_bucket(label.lower().replace(" ", "-")))
+                results.extend(full_write_and_read(label, root, spec, ALL_ENGINES, repeats, s3))
+                if endpoint == proxy.url:
+                    notes.extend(_request_counts(label, spec, s3, proxy))
+        if "W4" in only:
+            print("running W4 S3 via 20 ms proxy ...", file=sys.stderr, flush=True)
+            s3 = S3Location(proxy.url, moto.create_bucket("w4-s3"))
+            ENGINES[ASYNCARR].write("w4", field(spec.shape, spec.dtype), spec, s3)
+            results.extend(partial_reads("W4 S3 via 20 ms proxy", "w4", spec, ALL_ENGINES, 20, s3))
+        if "W6" in only:
+            shard_side = side // 2
+            sharded = ArraySpec((side, side), (256, 256), "float32", 3, shards=(shard_side, shard_side))
+            print(f"running W6 sharded {sharded.shape} shards {sharded.shards} ...", file=sys.stderr, flush=True)
+            results.extend(full_write_and_read("W6 sharded local", root, sharded, ALL_ENGINES, repeats))
+            s3 = S3Location(proxy.url, moto.create_bucket("w6-s3"))
+            ENGINES[ASYNCARR].write("w6", field(sharded.shape, sharded.dtype), sharded, s3)
+            results.extend(partial_reads("W6 sharded S3 via 20 ms proxy", "w6", sharded, ALL_ENGINES, 20, s3))
+    finally:
+        proxy.stop()
+        moto.stop()
+    return results
+
+
+def _request_counts(label: str, spec: ArraySpec, s3: S3Location, proxy: Any) -> list[str]:
+    """One counted full read per engine: how many requests it made and how many were in flight at once."""
+    lines = []
+    for name in ALL_ENGINES:
+        handle = ENGINES[name].open(f"{label}-{ASYNCARR}", s3)
+        proxy.reset()
+        ENGINES[name].read(handle)
+        counts = proxy.counts()
+        lines.append(
+            f"{label} read, {name}: {counts['requests']} requests, at most {counts['max_in_flight']} in flight"
+        )
+    return lines
+
+
 def report(results: list[Measurement]) -> str:
     """A markdown table: each engine's median, spread, throughput, peak RSS and ratio to asyncarr."""
     lines = [
@@ -91,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run, print the report (and optionally save JSON)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller arrays, v3 only: under 3 minutes")
-    parser.add_argument("--only", default="W1,W2,W4,W5", help="comma-separated workloads (default: all local ones)")
+    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6", help="comma-separated workloads (default: all)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per engine (at least 5)")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
     parser.add_argument("--dir", type=Path, help="where to write the arrays (default: a temporary directory)")
@@ -100,9 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be at least 5")
     only = {w.strip().upper() for w in args.only.split(",")}
     started = time.perf_counter()
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         results = run(args.quick, only, args.repeats, Path(tmp))
+        if only & {"W3", "W4", "W6"}:
+            results.extend(run_s3(args.quick, only, args.repeats, Path(tmp), notes))
     print(report(results))
+    for note in notes:
+        print(f"- {note}")
     print(f"\n{len(results)} measurements in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps([m.as_dict() for m in results], indent=2))
