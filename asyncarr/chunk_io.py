@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -52,19 +53,58 @@ class ChunkIO:
     async def read_into(self, indexer: Any, out: np.ndarray) -> None:
         """Fill ``out`` with the selection ``indexer`` describes."""
         if self.store.supports_sync_io and partial_read_codec(self.pipeline) is None:
-            await self._run_batches(list(indexer), self._read_batch, out)
+            await self._read_fast(list(indexer), out)
         else:
             await self._read_async(indexer, out)
 
-    def _read_batch(self, projections: Sequence[ChunkProjection], out: np.ndarray) -> None:
+    async def _read_fast(self, projections: list[ChunkProjection], out: np.ndarray) -> None:
+        # Concurrent calls reading parts of one chunk (many small reads from a data service)
+        # share a single fetch and decode of it: the first call decodes, the others wait.
+        in_flight = _chunks_in_flight()
+        location = self.store.location
+        mine: list[ChunkProjection] = []
+        published: dict[str, asyncio.Future[np.ndarray | None]] = {}
+        joined: list[tuple[ChunkProjection, asyncio.Future[np.ndarray | None]]] = []
+        for projection in projections:
+            if projection.is_complete_chunk:
+                mine.append(projection)
+                continue
+            key = self.chunk_key(projection.chunk_coords)
+            future = in_flight.get((location, key))
+            if future is None:
+                future = in_flight[(location, key)] = asyncio.get_running_loop().create_future()
+                published[key] = future
+                mine.append(projection)
+            else:
+                joined.append((projection, future))
+        decoded: dict[str, np.ndarray | None] = {}
+        try:
+            await self._run_batches(mine, self._read_batch, out, decoded)
+        except BaseException as exc:
+            _settle(in_flight, location, published, error=exc)
+            raise
+        _settle(in_flight, location, published, results=decoded)
+        for projection, future in joined:
+            chunk = await future
+            out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
+
+    def _read_batch(
+        self, projections: Sequence[ChunkProjection], out: np.ndarray, decoded: dict[str, np.ndarray | None]
+    ) -> None:
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
             data = get(key)
-            if data is None:
-                out[projection.out_selection] = self.fill
-            else:
-                decode_into(data, self.grid, key, out, projection.out_selection, projection.chunk_selection)
+            if projection.is_complete_chunk:
+                if data is None:
+                    out[projection.out_selection] = self.fill
+                else:
+                    decode_into(data, self.grid, key, out, projection.out_selection, projection.chunk_selection)
+                continue
+            # A part of the chunk: keep the whole decoded chunk for the calls waiting on it.
+            chunk = None if data is None else self.pipeline.decode(data, self.grid, key)
+            decoded[key] = chunk  # one key per thread: dict assignment is atomic
+            out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
 
     async def _read_async(self, indexer: Any, out: np.ndarray) -> None:
         store, pipeline = self.store, self.pipeline
@@ -108,6 +148,10 @@ class ChunkIO:
         """Write into the selection ``indexer`` describes: from ``value`` (laid out like the
         indexer's buffer), or, when ``value`` is None, from ``piece_of(projection)``."""
         limit = min(config.get("concurrency"), max(1, indexer.nchunks))
+        # Reads starting from now must not join a decode of a chunk this write is changing.
+        in_flight = _chunks_in_flight()
+        for projection in indexer:
+            in_flight.pop((self.store.location, self.chunk_key(projection.chunk_coords)), None)
         if indexer.nchunks > 1:
             await self._check_partial_chunks_decode(indexer, limit)
         fast = (
@@ -254,6 +298,37 @@ class ChunkIO:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+
+_in_flight_by_loop: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Future[np.ndarray | None]]
+] = weakref.WeakKeyDictionary()
+
+
+def _chunks_in_flight() -> dict[tuple[str, str], asyncio.Future[np.ndarray | None]]:
+    """Decodes of partly read chunks under way in this event loop, by (store location, chunk key)."""
+    return _in_flight_by_loop.setdefault(asyncio.get_running_loop(), {})
+
+
+def _settle(
+    in_flight: dict[tuple[str, str], asyncio.Future[np.ndarray | None]],
+    location: str,
+    published: dict[str, asyncio.Future[np.ndarray | None]],
+    *,
+    results: dict[str, np.ndarray | None] | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """Hand the chunks this call decoded (or its failure) to the calls waiting on them."""
+    for key, future in published.items():
+        if in_flight.get((location, key)) is future:
+            del in_flight[(location, key)]
+        if future.done():
+            continue
+        if results is not None and key in results:
+            future.set_result(results[key])
+        else:
+            future.set_exception(error or RuntimeError(f"the read of {key} stopped before decoding it"))
+            future.exception()  # nobody may be waiting: never report it as unretrieved
 
 
 # NaN and NaT never equal themselves: a fill value of either is matched by these tests instead.
