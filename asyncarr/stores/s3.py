@@ -1,23 +1,32 @@
 """S3Store: keys are objects in an S3 bucket (AWS, or MinIO/R2/moto through ``endpoint_url``).
 
-Every request goes through ``call_with_retries`` (botocore's own retries are off, so the
-attempt counts are ours) and every failure is classified once, in ``_classify`` at the end of
-this module. Each event loop gets its own aiobotocore client, opened on first use and closed
-by ``close()``, by ``asyncio.run`` when that loop shuts down, or at interpreter exit.
-Credentials live in the configuration only: never in a repr, an error or a log line.
+The chunk requests -- GET (whole or a byte range), PUT, HEAD and DELETE of one object -- go
+straight to aiohttp, signed by asyncarr's own SigV4 (``sigv4.py``): about a tenth of the
+client CPU that a botocore call spends on its event hooks, request model and response
+parser. Listing and batch deletes go through aiobotocore (with botocore's retries off).
+Every request goes through ``call_with_retries``, and every failure is classified once, in
+``_classify`` at the end of this module. Each event loop gets its own aiohttp session (and,
+on first use, aiobotocore client), closed by ``close()``, by ``asyncio.run`` when that loop
+shuts down, or at interpreter exit. Credentials live in the configuration only: never in a
+repr, an error or a log line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import dataclasses
 import functools
+import hashlib
+import html
 import logging
 import os
+import re
+import ssl
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -36,10 +45,12 @@ from botocore.exceptions import (
     ConnectionError as BotocoreConnectionError,
 )
 from botocore.loaders import Loader, create_loader
+from yarl import URL
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
 from .retry import Failure, ShortBodyError, call_with_retries
+from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
 from .url import STORE_SCHEMES
 
 __all__ = ["S3Store"]
@@ -48,9 +59,18 @@ _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _OPTIONS = ("anon", "region", "endpoint_url", "key", "secret", "token", "profile", "client_kwargs")
+_CLIENT_KWARGS = {
+    "endpoint_url": "endpoint_url",
+    "region_name": "region",
+    "aws_access_key_id": "key",
+    "aws_secret_access_key": "secret",
+    "aws_session_token": "token",
+}
+"""botocore client arguments (as s3fs users pass them) and the store options they stand for; plus ``verify``."""
 _DELETE_BATCH = 1000  # the most keys one DeleteObjects request accepts
 _PUBLIC_HINT = 'The bucket may be public: pass storage_options={"anon": True}.'
 _PRIVATE_HINT = "The bucket is not public: pass credentials (key/secret or profile)."
+_REGION_REDIRECTS = frozenset({301, 307, 400, 403})  # S3's answers to a request signed for the wrong region
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -72,12 +92,31 @@ class _Credentials:
         return {names[f.name]: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name)}
 
 
-# -- one client per event loop ------------------------------------------------------------------------
+def _default_region() -> str | None:
+    return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None
+
+
+def _addressing(bucket: str, endpoint_url: str | None, region: str) -> tuple[str, str, str]:
+    """(origin, Host header, path before the object key) of the bucket's objects."""
+    if endpoint_url:  # S3-compatible servers: path-style
+        parts = urlsplit(endpoint_url)
+        scheme = parts.scheme or "http"
+        host = parts.netloc.rpartition("@")[2]
+        host = host.removesuffix({"http": ":80", "https": ":443"}.get(scheme, ":"))
+        return f"{scheme}://{host}", host, f"{parts.path.rstrip('/')}/{bucket}/"
+    if "." in bucket:  # a dotted name would not match the certificate of *.s3.<region>.amazonaws.com
+        host = f"s3.{region}.amazonaws.com"
+        return f"https://{host}", host, f"/{bucket}/"
+    host = f"{bucket}.s3.{region}.amazonaws.com"
+    return f"https://{host}", host, "/"
+
+
+# -- one connection set per event loop ---------------------------------------------------------------
 
 _open_connections: set[_Connection] = set()
-"""Open clients, held strongly so a dropped store cannot leave its client to the garbage collector."""
+"""Open connections, held strongly so a dropped store cannot leave its sessions to the garbage collector."""
 _forked_connections: list[_Connection] = []
-"""Clients inherited over fork: their loops do not run here, so they are kept, never used or closed."""
+"""Connections inherited over fork: their loops do not run here, so they are kept, never used or closed."""
 _loader: Loader | None = None
 _loader_lock = threading.Lock()
 
@@ -92,66 +131,70 @@ def _shared_loader() -> Loader:
 
 
 class _Connection:
-    """One event loop's aiobotocore client for one store.
+    """One event loop's resources for one store: the aiohttp session, the aiobotocore client, credentials.
 
-    An async generator keeps the client open: the loop's async-generator hooks (installed by
-    ``run_forever``) close it when ``asyncio.run`` shuts the loop down, even if the store is
-    never closed; ``close()`` closes it earlier.
+    Each is opened on first use (once, however many requests ask at the same time) and
+    entered into one exit stack. An async generator keeps the stack open: the loop's
+    async-generator hooks (installed by ``run_forever``) close it when ``asyncio.run`` shuts
+    the loop down, even if the store is never closed; ``close()`` closes it earlier.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, open_client: Callable[[], Any], location: str) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, location: str) -> None:
         self._loop = weakref.ref(loop)  # a strong one would keep the store's per-loop entry alive forever
         self.closed = False
-        self._open_client = open_client
         self._location = location
-        self._client: Any = None
-        self._opening: asyncio.Future[Any] | None = None
+        self._resources: dict[str, Any] = {}
+        self._opening: dict[str, asyncio.Future[Any]] = {}
+        self._stack = contextlib.AsyncExitStack()
         self._keeper: Any = None
 
     def loop(self) -> asyncio.AbstractEventLoop | None:
         return self._loop()
 
-    async def client(self) -> Any:
-        if self._client is not None:
-            return self._client
-        if self._opening is None:
-            self._opening = asyncio.ensure_future(self._open())
+    async def resource(self, name: str, open_context: Callable[[], contextlib.AbstractAsyncContextManager[Any]]) -> Any:
+        """The resource called ``name``, entered from ``open_context()`` on first use."""
+        resource = self._resources.get(name)
+        if resource is not None:
+            return resource
+        opening = self._opening.get(name)
+        if opening is None:
+            opening = self._opening[name] = asyncio.ensure_future(self._open(name, open_context))
             # Every waiter may be cancelled: mark a failure as retrieved so asyncio does not report it.
-            self._opening.add_done_callback(lambda opening: opening.cancelled() or opening.exception())
-        return await asyncio.shield(self._opening)
+            opening.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return await asyncio.shield(opening)
 
-    async def _open(self) -> Any:
+    async def _open(self, name: str, open_context: Callable[[], contextlib.AbstractAsyncContextManager[Any]]) -> Any:
         try:
-            context = self._open_client()
-            client = await context.__aenter__()
+            if self._keeper is None:
+                keeper = self._keep_open()
+                await keeper.__anext__()
+                self._keeper = keeper
+                _open_connections.add(self)
+            resource = await self._stack.enter_async_context(open_context())
         except BaseException:
-            self._opening = None  # the next request tries again
+            self._opening.pop(name, None)  # the next request tries again
             raise
-        keeper = self._keep_open(context)
-        await keeper.__anext__()
-        self._client, self._keeper = client, keeper
-        _open_connections.add(self)
-        _log.debug("opened an S3 client for %s", self._location)
-        return client
+        self._resources[name] = resource
+        _log.debug("opened the S3 %s for %s", name, self._location)
+        return resource
 
-    async def _keep_open(self, context: Any) -> AsyncIterator[None]:
+    async def _keep_open(self) -> AsyncIterator[None]:
         try:
             yield
         finally:
             self.closed = True
-            self._client = self._opening = self._keeper = None
+            self._resources.clear()
+            self._opening.clear()
+            self._keeper = None
             _open_connections.discard(self)
-            await context.__aexit__(None, None, None)
-            _log.debug("closed the S3 client for %s", self._location)
+            await self._stack.aclose()
+            _log.debug("closed the S3 connections for %s", self._location)
 
     async def close(self) -> None:
         self.closed = True
-        opening = self._opening
-        if self._keeper is None and opening is not None:
-            try:
-                await asyncio.shield(opening)
-            except Exception:
-                return  # it never opened
+        for opening in list(self._opening.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.shield(opening)  # one that failed never opened
         keeper = self._keeper
         if keeper is not None:
             await keeper.aclose()
@@ -180,12 +223,23 @@ atexit.register(_close_connections_at_exit)
 os.register_at_fork(after_in_child=_forget_connections_after_fork)
 
 
+@contextlib.asynccontextmanager
+async def _value(value: Awaitable[_T]) -> AsyncIterator[_T]:
+    """A resource that needs no closing."""
+    yield await value
+
+
 class S3Store(Store):
     """Objects under ``prefix`` in an S3 bucket; key ``a/b`` is the object ``prefix/a/b``.
 
     ``anon=True`` sends unsigned requests (public data, no credentials needed or looked
     for); otherwise ``key``/``secret``/``token``, a ``profile``, or botocore's default chain.
-    ``endpoint_url`` reaches S3-compatible servers (path-style addressing).
+    ``endpoint_url`` reaches S3-compatible servers (path-style addressing); without it,
+    requests go to ``https://{bucket}.s3.{region}.amazonaws.com``. ``region`` defaults to
+    ``AWS_DEFAULT_REGION``/``AWS_REGION``, then the profile's, then us-east-1, and follows
+    S3 when it names the bucket's region. ``client_kwargs`` may hold ``endpoint_url``,
+    ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
+    ``aws_session_token`` and ``verify`` (False, or a CA bundle path).
     """
 
     def __init__(
@@ -206,8 +260,22 @@ class S3Store(Store):
         super().__init__(read_only=read_only)
         if not isinstance(bucket, str) or not bucket or "/" in bucket:
             raise ValueError(f"S3 bucket names are non-empty and contain no '/', got {bucket!r}")
+        extra = dict(client_kwargs or {})
+        unknown = sorted(set(extra) - set(_CLIENT_KWARGS) - {"verify"})
+        if unknown:
+            raise TypeError(
+                f"S3Store: unknown client_kwargs {', '.join(unknown)}; "
+                f"it accepts {', '.join([*_CLIENT_KWARGS, 'verify'])}"
+            )
+        options = {"region": region, "endpoint_url": endpoint_url, "key": key, "secret": secret, "token": token}
+        for name, option in _CLIENT_KWARGS.items():
+            if name in extra:
+                options[option] = options[option] or extra.pop(name)
+        region, endpoint_url, key, secret, token = options.values()
         if anon and (key or secret or token or profile):
             raise ValueError("S3Store: anon=True sends unsigned requests; do not also pass key/secret/token/profile")
+        if bool(key) != bool(secret):
+            raise ValueError("S3Store: pass both key and secret (or neither, to use the profile or environment)")
         self._bucket = bucket
         self._root = _normalize_prefix(prefix)
         self._anon = bool(anon)
@@ -215,12 +283,19 @@ class S3Store(Store):
         self._endpoint_url = endpoint_url
         self._credentials = _Credentials(key, secret, token)
         self._profile = profile
-        self._client_kwargs = dict(client_kwargs or {})
+        self._client_kwargs = extra  # at most {"verify": ...}
         self._location = f"s3://{bucket}/{self._root[:-1]}" if self._root else f"s3://{bucket}"
+        self._init_connections()
+
+    def _init_connections(self) -> None:
         self._connections_lock = threading.Lock()
         self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
             weakref.WeakKeyDictionary()
         )
+        self._signer = Signer("s3")
+        self._credential_source: Any = None  # botocore's (possibly refreshable) credentials, found once
+        self._bucket_region = self._region or _default_region() or "us-east-1"
+        self._address = (self._bucket_region, _addressing(self._bucket, self._endpoint_url, self._bucket_region))
 
     @classmethod
     def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> S3Store:
@@ -291,13 +366,50 @@ class S3Store(Store):
 
     # -- client lifecycle --------------------------------------------------------------------
 
+    def _connection(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        with self._connections_lock:
+            connection = self._connections.get(loop)
+            if connection is None or connection.closed:
+                connection = self._connections[loop] = _Connection(loop, self._location)
+            return connection
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        """A fresh aiohttp session for this event loop's object requests."""
+        from .. import __version__
+
+        verify = self._client_kwargs.get("verify", True)
+        context: ssl.SSLContext | bool = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else True
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=max(config.get("concurrency"), 10), ssl=context if verify else False),
+            timeout=aiohttp.ClientTimeout(total=None),  # call_with_retries bounds each attempt
+            auto_decompress=False,  # an object stored with Content-Encoding: gzip is read as stored
+            headers={"User-Agent": f"asyncarr/{__version__}", "Accept-Encoding": "identity"},
+        )
+        # aiohttp resends an idempotent request once when a reused connection drops; call_with_retries
+        # is the only retry loop, so that every attempt is counted against config.retries.
+        session._retry_connection = False
+        return session
+
+    async def _find_credentials(self) -> Any:
+        """botocore's credential chain (environment, profile, config files, ...) for this store."""
+        session = AioSession(profile=self._profile)
+        source = await session.get_credentials()
+        if source is None:
+            raise NoCredentialsError()
+        if not (self._region or _default_region()) and self._bucket_region == "us-east-1":
+            self._bucket_region = session.get_config_variable("region") or "us-east-1"  # the profile's
+        return source
+
     def _open_client(self) -> Any:
-        """A fresh aiobotocore client context for the running event loop."""
+        """A fresh aiobotocore client context for the running event loop (listing, batch deletes)."""
         settings = config.current()
         options: dict[str, Any] = {
             "max_pool_connections": max(settings.concurrency, 10),
             "connect_timeout": settings.timeout,
             "read_timeout": settings.timeout,
+            # asyncarr's call_with_retries is the only retry loop: one attempt per botocore call.
+            "retries": {"total_max_attempts": 1, "mode": "standard"},
         }
         if self._anon:
             options["signature_version"] = UNSIGNED
@@ -307,14 +419,9 @@ class S3Store(Store):
             options["s3"] = {"addressing_style": "path"}
             options["request_checksum_calculation"] = "when_required"
             options["response_checksum_validation"] = "when_required"
-        arguments = dict(self._client_kwargs)
-        botocore_config = Config(**options)
-        if arguments.get("config") is not None:
-            botocore_config = botocore_config.merge(arguments["config"])
-        # asyncarr's call_with_retries is the only retry loop: one attempt per botocore call.
-        arguments["config"] = botocore_config.merge(Config(retries={"total_max_attempts": 1, "mode": "standard"}))
-        if self._region:
-            arguments["region_name"] = self._region
+        arguments: dict[str, Any] = {"config": Config(**options), "region_name": self._bucket_region}
+        if "verify" in self._client_kwargs:
+            arguments["verify"] = self._client_kwargs["verify"]
         if self._endpoint_url:
             arguments["endpoint_url"] = self._endpoint_url
         if not self._anon:
@@ -323,16 +430,8 @@ class S3Store(Store):
         session.register_component("data_loader", _shared_loader())
         return session.create_client("s3", **arguments)
 
-    async def _client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        with self._connections_lock:
-            connection = self._connections.get(loop)
-            if connection is None or connection.closed:
-                connection = self._connections[loop] = _Connection(loop, self._open_client, self._location)
-        return await connection.client()
-
     async def close(self) -> None:
-        """Close this event loop's client; clients of other running loops are closed on their loops."""
+        """Close this event loop's sessions; those of other running loops are closed on their loops."""
         loop = asyncio.get_running_loop()
         with self._connections_lock:
             connections = list(self._connections.items())
@@ -342,7 +441,7 @@ class S3Store(Store):
                 await connection.close()
             elif owner.is_running():
                 asyncio.run_coroutine_threadsafe(connection.close(), owner)
-            # A stopped loop's client closes when that loop shuts down its async generators.
+            # A stopped loop's connection closes when that loop shuts down its async generators.
 
     # -- the Store interface -----------------------------------------------------------------
 
@@ -351,27 +450,21 @@ class S3Store(Store):
         object_key = self._object_key(key)
         if byte_range is not None and (byte_range.length == 0 or byte_range.suffix == 0):
             return b"" if await self.exists(key) else None  # HTTP cannot ask for zero bytes
-        arguments = {"Key": object_key}
-        if byte_range is not None:
-            arguments["Range"] = _range_header(byte_range)
+        range_header = None if byte_range is None else _range_header(byte_range)
+        headers = None if range_header is None else {"Range": range_header}
 
         async def attempt() -> bytes | None:
-            try:
-                response = await self._request("get_object", **arguments)
-            except _S3ResponseError as exc:
-                if exc.missing:
-                    return None
-                if exc.range_not_satisfiable:
-                    return b""  # the range starts past the end, as LocalStore and Python slicing say
-                raise
-            async with response["Body"] as body:
-                data = await body.read()
-            expected = response.get("ContentLength")
-            if expected is not None and len(data) < expected:
-                raise ShortBodyError(f"received {len(data)} of {expected} bytes")
-            if byte_range is not None and "ContentRange" not in response:
-                data = byte_range.apply(data)  # the server ignored the Range header and sent everything
-            return data
+            status, answer, data = await self._exchange("GET", object_key, headers)
+            if status in (200, 206):
+                _check_length(answer, data)
+                if byte_range is None or range_header is None:
+                    return data
+                if status == 206:
+                    return _cut_partial(answer.get("Content-Range", ""), data, byte_range, self._bucket)
+                return byte_range.apply(data)  # the server ignored the Range header and sent everything
+            if status == 416 and range_header is not None:
+                return b""  # the range starts past the end, as LocalStore and Python slicing say
+            return self._missing_or_raise(status, answer, data)
 
         return await self._retrying(attempt, key, "get")
 
@@ -380,7 +473,16 @@ class S3Store(Store):
         self._check_writable()
         object_key = self._object_key(key)
         body = value if isinstance(value, (bytes, bytearray)) else bytes(value)
-        await self._retrying(functools.partial(self._request, "put_object", Key=object_key, Body=body), key, "put")
+        # The SHA-256 of the body, not UNSIGNED-PAYLOAD: S3 checks it (a body damaged on the way
+        # is refused), and S3-compatible servers accept it over plain HTTP as well as HTTPS.
+        payload_hash = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
+
+        async def attempt() -> None:
+            status, answer, data = await self._exchange("PUT", object_key, body=body, payload_hash=payload_hash)
+            if not 200 <= status < 300:
+                raise _S3ResponseError.from_answer(status, answer, data, self._bucket)
+
+        await self._retrying(attempt, key, "put")
 
     async def delete(self, key: str) -> None:
         """Delete the object at ``key``; a missing object is not an error."""
@@ -388,11 +490,9 @@ class S3Store(Store):
         object_key = self._object_key(key)
 
         async def attempt() -> None:
-            try:
-                await self._request("delete_object", Key=object_key)
-            except _S3ResponseError as exc:
-                if not exc.missing:
-                    raise
+            status, answer, data = await self._exchange("DELETE", object_key)
+            if not 200 <= status < 300:
+                self._missing_or_raise(status, answer, data)
 
         await self._retrying(attempt, key, "delete")
 
@@ -407,8 +507,7 @@ class S3Store(Store):
 
     async def getsize(self, key: str) -> int | None:
         """Size of the object at ``key`` from a HEAD request, or None if missing."""
-        head = await self._head(key)
-        return None if head is None else int(head["ContentLength"])
+        return await self._head(key)
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
         """Yield every key below ``prefix`` (ListObjectsV2, every page)."""
@@ -436,35 +535,103 @@ class S3Store(Store):
         object_keys = [entry["Key"] async for page in self._pages(below) for entry in page.get("Contents", ())]
         await self._delete_objects(object_keys, below.rstrip("/"))
 
-    # -- requests ------------------------------------------------------------------------------
+    # -- object requests: aiohttp and sigv4 ---------------------------------------------------------
 
     def _object_key(self, key: str) -> str:
         return self._root + validate_key(key)
-
-    async def _request(self, operation: str, **arguments: Any) -> Any:
-        """Call one S3 operation on this bucket; S3's error answers become ``_S3ResponseError``."""
-        client = await self._client()
-        try:
-            return await getattr(client, operation)(Bucket=self._bucket, **arguments)
-        except ClientError as exc:
-            raise _S3ResponseError.from_client_error(exc, self._bucket) from exc
 
     def _retrying(self, attempt: Callable[[], Awaitable[_T]], key: str, action: str) -> Awaitable[_T]:
         hint = _PRIVATE_HINT if self._anon else _PUBLIC_HINT
         return call_with_retries(attempt, url=self.key_url(key), classify=_classify, action=action, denied_hint=hint)
 
-    async def _head(self, key: str) -> dict[str, Any] | None:
+    async def _exchange(
+        self,
+        method: str,
+        object_key: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        body: bytes | bytearray | None = None,
+        payload_hash: str = UNSIGNED_PAYLOAD,
+    ) -> tuple[int, Any, bytes]:
+        """Send one request for ``object_key`` and read the whole answer: status, headers, body."""
+        connection = self._connection()
+        session = await connection.resource("http session", self._open_session)
+        credentials = await self._current_credentials(connection)
+        while True:
+            region = self._bucket_region
+            if self._address[0] != region:
+                self._address = (region, _addressing(self._bucket, self._endpoint_url, region))
+            origin, host, base = self._address[1]
+            path = canonical_uri(base + object_key)
+            request_headers = {"host": host}
+            if credentials is not None:
+                access_key, secret_key, token = credentials
+                request_headers = self._signer.sign(
+                    method,
+                    path,
+                    request_headers,
+                    access_key=access_key,
+                    secret_key=secret_key,
+                    token=token,
+                    region=region,
+                    payload_hash=payload_hash,
+                )
+            if headers:
+                request_headers.update(headers)
+            url = URL(origin + path, encoded=True)
+            async with session.request(method, url, headers=request_headers, data=body, allow_redirects=False) as r:
+                status, answer, data = r.status, r.headers, await r.read()
+            found = answer.get("x-amz-bucket-region")
+            if status not in _REGION_REDIRECTS or not found or found == region:
+                return status, answer, data
+            _log.debug("S3 says the bucket of %s is in %s, not %s", self._location, found, region)
+            self._bucket_region = found  # and send the request again, signed for that region
+
+    async def _current_credentials(self, connection: _Connection) -> tuple[str, str, str | None] | None:
+        """(access key, secret key, session token) to sign with now, or None for unsigned requests."""
+        if self._anon:
+            return None
+        explicit = self._credentials
+        if explicit.key and explicit.secret:
+            return explicit.key, explicit.secret, explicit.token
+        source = self._credential_source
+        if source is None:
+            source = await connection.resource("credentials", lambda: _value(self._find_credentials()))
+            self._credential_source = source
+        frozen = await source.get_frozen_credentials()  # refreshable credentials renew themselves here
+        return frozen.access_key, frozen.secret_key, frozen.token
+
+    async def _head(self, key: str) -> int | None:
+        """The size of the object at ``key``, or None if there is none."""
         object_key = self._object_key(key)
 
-        async def attempt() -> dict[str, Any] | None:
-            try:
-                return await self._request("head_object", Key=object_key)
-            except _S3ResponseError as exc:
-                if exc.missing:
-                    return None
-                raise
+        async def attempt() -> int | None:
+            status, answer, data = await self._exchange("HEAD", object_key)
+            if status != 200:
+                return self._missing_or_raise(status, answer, data)
+            size = answer.get("Content-Length", "")
+            if not size.isdigit():
+                raise _S3ResponseError(status, "", "the answer to HEAD has no Content-Length", self._bucket)
+            return int(size)
 
         return await self._retrying(attempt, key, "head")
+
+    def _missing_or_raise(self, status: int, answer: Any, data: bytes) -> None:
+        """None for S3's answer that there is no such key, else raise the error it describes."""
+        error = _S3ResponseError.from_answer(status, answer, data, self._bucket)
+        if status == 404 and error.missing:
+            return None
+        raise error
+
+    # -- other requests: aiobotocore -----------------------------------------------------------------
+
+    async def _request(self, operation: str, **arguments: Any) -> Any:
+        """Call one S3 operation on this bucket; S3's error answers become ``_S3ResponseError``."""
+        client = await self._connection().resource("aiobotocore client", self._open_client)
+        try:
+            return await getattr(client, operation)(Bucket=self._bucket, **arguments)
+        except ClientError as exc:
+            raise _S3ResponseError.from_client_error(exc, self._bucket) from exc
 
     async def _pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[dict[str, Any]]:
         """Yield the ListObjectsV2 pages of object names starting with ``below`` (relative to the root)."""
@@ -498,12 +665,45 @@ class S3Store(Store):
         await asyncio.gather(*(delete_batch(batch) for batch in batches))
 
 
-def _range_header(byte_range: ByteRange) -> str:
+def _range_header(byte_range: ByteRange) -> str | None:
+    """The Range header asking for ``byte_range`` (None: the whole object)."""
     if byte_range.suffix is not None:
         return f"bytes=-{byte_range.suffix}"
     if byte_range.length is None:
-        return f"bytes={byte_range.offset}-"
+        return f"bytes={byte_range.offset}-" if byte_range.offset else None
     return f"bytes={byte_range.offset}-{byte_range.offset + byte_range.length - 1}"
+
+
+def _check_length(answer: Any, data: bytes) -> None:
+    """Raise ShortBodyError if ``data`` is shorter than the answer's Content-Length."""
+    announced = answer.get("Content-Length", "")
+    if announced.isdigit() and len(data) < int(announced):
+        raise ShortBodyError(f"received {len(data)} of {announced} bytes")
+
+
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+
+
+def _cut_partial(content_range: str, data: bytes, byte_range: ByteRange, bucket: str) -> bytes:
+    """The bytes of ``byte_range`` from a 206 answer, after checking its Content-Range covers them."""
+    match = _CONTENT_RANGE.fullmatch(content_range.strip())
+    if match is None:
+        raise _S3ResponseError(206, "", f"the partial answer has no valid Content-Range ({content_range!r})", bucket)
+    first, last = int(match.group(1)), int(match.group(2))
+    if len(data) < last - first + 1:
+        raise ShortBodyError(f"received {len(data)} of the {last - first + 1} bytes of Content-Range {content_range}")
+    total = match.group(3)
+    if total == "*":  # size unknown: a suffix cannot be checked; an offset must be where it starts
+        start, stop = (first, last + 1) if byte_range.suffix is not None else (byte_range.offset, last + 1)
+        if byte_range.length is not None:
+            stop = min(stop, byte_range.offset + byte_range.length)
+    else:
+        start, stop = byte_range.resolve(int(total))
+    if (start, stop) == (first, last + 1) and len(data) == stop - start:
+        return data
+    if start < first or stop > last + 1:
+        raise _S3ResponseError(206, "", f"the answer holds bytes {content_range}, not the range asked for", bucket)
+    return data[start - first : stop - first]
 
 
 def _without_userinfo(url: str) -> str:
@@ -529,10 +729,11 @@ _TRANSIENT_TRANSPORT = (
     BotocoreConnectionError,  # EndpointConnectionError, ConnectTimeoutError, ...
     HTTPClientError,  # ConnectionClosedError, ReadTimeoutError, ResponseStreamingError
     IncompleteReadError,
-    aiohttp.ClientConnectionError,  # ServerDisconnectedError included
-    aiohttp.ClientPayloadError,
+    aiohttp.ClientConnectionError,  # ServerDisconnectedError, ServerTimeoutError, refused connections
+    aiohttp.ClientPayloadError,  # a body cut short
     ConnectionError,
 )
+_ERROR_FIELD = re.compile(r"<(Code|Message)>([^<]*)</\1>")
 
 
 class _S3ResponseError(Exception):
@@ -548,15 +749,20 @@ class _S3ResponseError(Exception):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return cls(status, str(error.get("Code") or status or ""), str(error.get("Message") or ""), bucket)
 
+    @classmethod
+    def from_answer(cls, status: int, answer: Any, data: bytes, bucket: str) -> _S3ResponseError:
+        """The error in an S3 answer: the Code and Message of its XML body, else its status line."""
+        fields = dict(_ERROR_FIELD.findall(data[:4096].decode("utf-8", "replace")))
+        code = html.unescape(fields.get("Code", "")) or str(status)
+        message = html.unescape(fields.get("Message", "")) or _reason(status)
+        if status in _REGION_REDIRECTS and answer.get("x-amz-bucket-region"):
+            message += f" (the bucket is in {answer['x-amz-bucket-region']})"
+        return cls(status, code, message, bucket)
+
     @property
     def missing(self) -> bool:
         """No object has this key (NoSuchBucket is a different, fatal, failure)."""
         return self.code in _MISSING_CODES
-
-    @property
-    def range_not_satisfiable(self) -> bool:
-        """The requested range starts past the end of the object."""
-        return self.code == "InvalidRange" or self.status == 416
 
     def _describe(self) -> str:
         if self.code == "NoSuchBucket":
@@ -570,6 +776,15 @@ class _S3ResponseError(Exception):
         return f"{text}: {self.message}" if self.message else text
 
 
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
 def _classify(exc: BaseException) -> Failure:
     """How ``call_with_retries`` treats a failed S3 attempt."""
     if isinstance(exc, _S3ResponseError):
@@ -580,7 +795,7 @@ def _classify(exc: BaseException) -> Failure:
         return Failure.FATAL
     if isinstance(exc, NoCredentialsError):
         return Failure.DENIED
-    if isinstance(exc, SSLError):
+    if isinstance(exc, (SSLError, aiohttp.ClientConnectorCertificateError)):
         return Failure.FATAL  # a certificate problem does not go away by asking again
     if isinstance(exc, _TRANSIENT_TRANSPORT):
         return Failure.TRANSIENT
