@@ -557,7 +557,7 @@ class S3Store(Store):
         connection = self._connection()
         session = await connection.resource("http session", self._open_session)
         credentials = await self._current_credentials(connection)
-        while True:
+        for resend in (False, True):
             region = self._bucket_region
             if self._address[0] != region:
                 self._address = (region, _addressing(self._bucket, self._endpoint_url, region))
@@ -582,10 +582,11 @@ class S3Store(Store):
             async with session.request(method, url, headers=request_headers, data=body, allow_redirects=False) as r:
                 status, answer, data = r.status, r.headers, await r.read()
             found = answer.get("x-amz-bucket-region")
-            if status not in _REGION_REDIRECTS or not found or found == region:
-                return status, answer, data
+            if resend or status not in _REGION_REDIRECTS or not found or found == region:
+                break
             _log.debug("S3 says the bucket of %s is in %s, not %s", self._location, found, region)
-            self._bucket_region = found  # and send the request again, signed for that region
+            self._bucket_region = found  # and send the request again (once), signed for that region
+        return status, answer, data
 
     async def _current_credentials(self, connection: _Connection) -> tuple[str, str, str | None] | None:
         """(access key, secret key, session token) to sign with now, or None for unsigned requests."""
