@@ -104,6 +104,7 @@ class FaultProxy:
             self.requests_by_method: collections.Counter[str] = collections.Counter()
             self.requests_by_path: collections.Counter[str] = collections.Counter()
             self.faults: collections.Counter[str] = collections.Counter()
+            self.response_bytes = 0
             self.in_flight = getattr(self, "in_flight", 0)
             self.max_in_flight = self.in_flight
 
@@ -115,6 +116,7 @@ class FaultProxy:
                 "requests_by_method": dict(self.requests_by_method),
                 "requests_by_path": dict(self.requests_by_path),
                 "faults": dict(self.faults),
+                "response_bytes": self.response_bytes,
                 "in_flight": self.in_flight,
                 "max_in_flight": self.max_in_flight,
             }
@@ -207,6 +209,8 @@ class FaultProxy:
                 return _drop(request)
             await response.prepare(request)
             async for chunk in upstream.content.iter_chunked(1 << 16):
+                with self._lock:
+                    self.response_bytes += len(chunk)
                 await response.write(chunk)
             await response.write_eof()
             return response
