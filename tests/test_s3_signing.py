@@ -467,6 +467,8 @@ def test_client_kwargs_take_the_botocore_names_and_refuse_others() -> None:
     store = S3Store("b", client_kwargs={**botocore_style, "aws_access_key_id": "A", "aws_secret_access_key": SECRET})
     assert repr(store) == "S3Store('s3://b', region='eu-west-1', endpoint_url='http://127.0.0.1:9')"
     assert SECRET not in repr(vars(store))
+    both = S3Store("b", key="A", secret="B", client_kwargs={"aws_access_key_id": "A", "aws_secret_access_key": SECRET})
+    assert SECRET not in repr(vars(both)) and SECRET not in repr(both.__getstate__())
     with pytest.raises(TypeError, match="unknown client_kwargs config; it accepts endpoint_url, region_name"):
         S3Store("b", client_kwargs={"config": None})
     with pytest.raises(ValueError, match="pass both key and secret"):

@@ -270,7 +270,8 @@ class S3Store(Store):
         options = {"region": region, "endpoint_url": endpoint_url, "key": key, "secret": secret, "token": token}
         for name, option in _CLIENT_KWARGS.items():
             if name in extra:
-                options[option] = options[option] or extra.pop(name)
+                value = extra.pop(name)  # popped even when the option is given: no secret stays behind
+                options[option] = options[option] or value
         region, endpoint_url, key, secret, token = options.values()
         if anon and (key or secret or token or profile):
             raise ValueError("S3Store: anon=True sends unsigned requests; do not also pass key/secret/token/profile")
@@ -285,9 +286,6 @@ class S3Store(Store):
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
         self._location = f"s3://{bucket}/{self._root[:-1]}" if self._root else f"s3://{bucket}"
-        self._init_connections()
-
-    def _init_connections(self) -> None:
         self._connections_lock = threading.Lock()
         self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
             weakref.WeakKeyDictionary()
