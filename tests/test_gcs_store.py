@@ -64,7 +64,7 @@ class ScriptedGCS:
     """A tiny GCS JSON API on 127.0.0.1: objects in a dict, faults from a script, every request logged.
 
     Each request takes the next entry of ``script`` (then ``default``): "ok", "401", "403",
-    "429", "503", "drop" (close the connection without answering) or "slow" (answer after 2 s).
+    "429", "503", "drop" (close the connection without answering) or "slow" (answer after 1 s).
     """
 
     def __init__(self, *, default: str = "ok", page_size: int = 1000, honour_range: bool = True) -> None:
@@ -97,7 +97,7 @@ class ScriptedGCS:
             request.transport.close()
             return web.Response(status=500)  # never sent: the connection is gone
         if behaviour == "slow":
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
         elif behaviour != "ok":
             status = int(behaviour)
             error = {"error": {"code": status, "message": f"scripted {status} for {request.path}"}}
@@ -259,6 +259,17 @@ def test_listings_of_more_than_1000_keys_are_complete(tmp_path: Path) -> None:
     assert len(names) == 1100
     assert names == sorted([key.split("/")[1] for key in flat] + [f"d{i:03d}" for i in range(100)])
     assert run(keys_of(store.list_dir(""))) == ["many"]
+
+
+def test_objects_seeded_into_the_emulator_read_list_and_size_like_uploaded_ones(tmp_path: Path) -> None:
+    store = fresh_store(tmp_path)
+    objects = {f"seeded/{i // 100}/{i % 100}": os.urandom(i % 50) for i in range(1200)}
+    emulator.seed_objects(store.bucket, {f"root/{key}": value for key, value in objects.items()})
+    assert run(keys_of(store.list_prefix("seeded"))) == sorted(objects)
+    assert run(keys_of(store.list_dir("seeded"))) == sorted(str(i) for i in range(12))
+    assert run(store.get_many([(key, None) for key in objects])) == list(objects.values())
+    assert run(store.getsize("seeded/3/49")) == 49
+    assert run(store.get("seeded/3/49", ByteRange.last(5))) == objects["seeded/3/49"][-5:]
 
 
 def test_list_dir_yields_child_names_and_delete_prefix_removes_only_what_is_below(tmp_path: Path) -> None:
@@ -471,7 +482,7 @@ def test_throttling_server_errors_dropped_and_slow_connections_are_retried(scrip
     assert scripted.count("POST") == 3 and scripted.objects["data/c/1"] == b"x"
     scripted.script = ["503"]
     assert run(keys_of(store.list_prefix(""))) == ["c/0", "c/1"]
-    with asyncarr.config.set(timeout=0.5):
+    with asyncarr.config.set(timeout=0.3):
         scripted.script = ["slow"]
         assert run(store.get("c/0", ByteRange(0, 5))) == b"chunk"
 
