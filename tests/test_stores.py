@@ -21,6 +21,7 @@ import hypothesis
 import pytest
 import zict
 from emulators import azure as azure_emulator
+from emulators import gcs as gcs_emulator
 from emulators import http as http_emulator
 from emulators import s3 as s3_emulator
 from hypothesis import strategies as st
@@ -84,6 +85,7 @@ STORE_CASES = [
     # Real servers on 127.0.0.1, started once per session (see tests/emulators/).
     StoreCase("s3", s3_emulator.make_store, s3_emulator.reopen_read_only),
     StoreCase("azure", azure_emulator.make_store, azure_emulator.reopen_read_only),
+    StoreCase("gcs", gcs_emulator.make_store, gcs_emulator.reopen_read_only),
     StoreCase("http", http_emulator.make_store, http_emulator.reopen_read_only),
 ]
 
@@ -329,6 +331,7 @@ class TestStoreConformance:
             "mapping": "mapping://dict-",
             "s3": "s3://",
             "azure": "az://",
+            "gcs": "gs://",
             "http": "http://127.0.0.1:",
         }
         assert store.location.startswith(scheme[store_case.kind])
