@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import hashlib
 import html
+import io
 import logging
 import os
 import re
@@ -70,6 +71,7 @@ _CLIENT_KWARGS = {
 _DELETE_BATCH = 1000  # the most keys one DeleteObjects request accepts
 _PUBLIC_HINT = 'The bucket may be public: pass storage_options={"anon": True}.'
 _PRIVATE_HINT = "The bucket is not public: pass credentials (key/secret or profile)."
+_STREAMED_BODY = 1 << 16  # bodies larger than this are sent piece by piece
 _REGION_REDIRECTS = frozenset({301, 307, 400, 403})  # S3's answers to a request signed for the wrong region
 
 
@@ -577,7 +579,10 @@ class S3Store(Store):
             if headers:
                 request_headers.update(headers)
             url = URL(origin + path, encoded=True)
-            async with session.request(method, url, headers=request_headers, data=body, allow_redirects=False) as r:
+            # A large body goes in 64 KiB pieces, each waiting for the socket: written whole, what the
+            # socket cannot take at once is copied into the transport's buffer, for every request in flight.
+            data = io.BytesIO(body) if body is not None and len(body) > _STREAMED_BODY else body
+            async with session.request(method, url, headers=request_headers, data=data, allow_redirects=False) as r:
                 status, answer, data = r.status, r.headers, await r.read()
             found = answer.get("x-amz-bucket-region")
             if resend or status not in _REGION_REDIRECTS or not found or found == region:
