@@ -581,8 +581,8 @@ class S3Store(Store):
             url = URL(origin + path, encoded=True)
             # A large body goes in 64 KiB pieces, each waiting for the socket: written whole, what the
             # socket cannot take at once is copied into the transport's buffer, for every request in flight.
-            data = io.BytesIO(body) if body is not None and len(body) > _STREAMED_BODY else body
-            async with session.request(method, url, headers=request_headers, data=data, allow_redirects=False) as r:
+            payload = io.BytesIO(body) if body is not None and len(body) > _STREAMED_BODY else body
+            async with session.request(method, url, headers=request_headers, data=payload, allow_redirects=False) as r:
                 status, answer, data = r.status, r.headers, await r.read()
             found = answer.get("x-amz-bucket-region")
             if resend or status not in _REGION_REDIRECTS or not found or found == region:
