@@ -13,6 +13,7 @@ consolidated and served, and reads go through the HTTP store.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import dataclasses
 import json
@@ -266,7 +267,6 @@ class HTTP(Cloud):
 
 CLOUDS = [S3(), GCS(), Azure(), HTTP()]
 LISTABLE = [cloud for cloud in CLOUDS if cloud.listable]
-WRITABLE = [cloud for cloud in CLOUDS if cloud.writable]
 
 
 @pytest.fixture(params=CLOUDS, ids=repr)
@@ -278,12 +278,7 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[Cloud]:
 
 @pytest.fixture(params=LISTABLE, ids=repr)
 def listable(request: pytest.FixtureRequest) -> Iterator[Cloud]:
-    with config.set(concurrency=request.param.concurrency or config.get("concurrency")):
-        yield request.param
-
-
-@pytest.fixture(params=WRITABLE, ids=repr)
-def writable(request: pytest.FixtureRequest) -> Iterator[Cloud]:
+    """Each store that can list keys."""
     with config.set(concurrency=request.param.concurrency or config.get("concurrency")):
         yield request.param
 
@@ -304,6 +299,7 @@ def _refusing_server() -> http.BackgroundServer:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", refuse)
         _refusing = http.BackgroundServer(app, name="asyncarr-test-refusing-server")
+        atexit.register(_refusing.stop)
     return _refusing
 
 
