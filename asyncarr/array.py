@@ -429,7 +429,10 @@ class AsyncArray:
             keys = [key async for key in self._store.list_prefix(self._path)]
         else:
             keys = await self._stored_chunk_keys()
-            keys += [node_key(self._path, name) for name in self._metadata.to_documents()]
+            # Every document an array of this format may have, not just those we would write
+            # (zarr-python writes an empty .zattrs): a missing one has no size.
+            names = ("zarr.json",) if self.zarr_format == 3 else (".zarray", ".zattrs")
+            keys += [node_key(self._path, name) for name in names]
         sizes = await asyncio.gather(*(self._store.getsize(k) for k in keys))
         return sum(s for s in sizes if s is not None)
 
