@@ -20,6 +20,7 @@ shuts down (``asyncio.run`` finalises the async generator tied to it) or by ``cl
 from __future__ import annotations
 
 import asyncio
+import atexit
 import enum
 import os
 import re
@@ -154,6 +155,7 @@ async def _close_on_shutdown(client: ContainerClient, credential: Any, registry:
         yield
     finally:
         registry.discard(client)
+        _open_clients.pop(client, None)
         await client.close()
         if credential is not None:
             await credential.close()
@@ -161,6 +163,33 @@ async def _close_on_shutdown(client: ContainerClient, credential: Any, registry:
 
 _Connection = tuple[ContainerClient, AsyncGenerator[None, None]]
 """One event loop's client, and the suspended async generator whose finalisation closes it."""
+
+_open_clients: dict[ContainerClient, tuple[weakref.ref[asyncio.AbstractEventLoop], AsyncGenerator[None, None]]] = {}
+"""Open clients, held strongly: a dropped store's client must still be closed, at the latest at exit,
+where a daemon loop thread (the sync facade's) would never run the generator's finaliser."""
+
+
+def _close_clients_at_exit() -> None:
+    for client, (loop_ref, closer) in list(_open_clients.items()):
+        loop = loop_ref()
+        try:
+            if loop is None or loop.is_closed():
+                continue
+            if loop.is_running():
+                asyncio.run_coroutine_threadsafe(closer.aclose(), loop).result(timeout=5)
+            else:
+                loop.run_until_complete(closer.aclose())
+        except Exception:  # exiting anyway: a client that cannot close is left to the OS
+            pass
+        _open_clients.pop(client, None)
+
+
+def _forget_clients_after_fork() -> None:
+    _open_clients.clear()  # their loops do not run in the child; never touch them there
+
+
+atexit.register(_close_clients_at_exit)
+os.register_at_fork(after_in_child=_forget_clients_after_fork)
 
 
 class _Connections:
@@ -275,9 +304,11 @@ class AzureStore(Store):
 
     async def _client(self) -> ContainerClient:
         """This event loop's client, created on first use."""
-        (client, closer), created = self._connections.get_or_create(asyncio.get_running_loop(), self._connect)
+        loop = asyncio.get_running_loop()
+        (client, closer), created = self._connections.get_or_create(loop, self._connect)
         if created:
             await closer.__anext__()  # ties the client to the loop's shutdown
+            _open_clients[client] = (weakref.ref(loop), closer)
         return client
 
     def _connect(self) -> _Connection:
