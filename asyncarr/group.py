@@ -60,6 +60,20 @@ async def open_node(
     return node
 
 
+async def _consolidated_v2_group(store: Store, path: str, read_only: bool) -> AsyncGroup | None:
+    """The v2 group at ``path`` opened from its ``.zmetadata`` alone, or None if it has none."""
+    raw = await store.get(node_key(path, ".zmetadata"))
+    if raw is None:
+        return None
+    where = store.key_url(path) if path else store.location
+    entries = parse_consolidated_v2(raw, where)
+    own = consolidated_documents(entries, "")
+    if own.get(".zgroup") is None:
+        return None  # not a group's consolidation: read the group's own documents instead
+    node = _node_from_documents(store, path, own, read_only=read_only, consolidated=entries)
+    return node if isinstance(node, AsyncGroup) else None
+
+
 async def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> None:
     """Create group metadata for every missing ancestor of ``path``, the root included."""
     parts = normalize_path(path).split("/")[:-1]
@@ -104,16 +118,26 @@ class AsyncGroup:
     async def open(
         cls, store: Store, path: str = "", *, read_only: bool = False, zarr_format: int | None = None
     ) -> AsyncGroup:
-        """Open the existing group at ``path``; raise GroupNotFoundError or ContainsArrayError."""
+        """Open the existing group at ``path``; raise GroupNotFoundError or ContainsArrayError.
+
+        A consolidated group costs one GET (v3: ``zarr.json``; v2 told ``zarr_format=2``:
+        ``.zmetadata``, which holds the group's own documents too), two when a v2 group's
+        format must first be found; its members then cost nothing more.
+        """
         path = normalize_path(path)
-        documents = await read_documents(store, path, zarr_format)
+        documents: dict[str, bytes | None] = {}
+        if zarr_format in (None, 3):
+            documents = await read_documents(store, path, 3)
+        if not any(value is not None for value in documents.values()) and zarr_format in (None, 2):
+            consolidated = await _consolidated_v2_group(store, path, read_only)
+            if consolidated is not None:
+                return consolidated
+            documents = await read_documents(store, path, 2)
         if not any(value is not None for value in documents.values()):
             raise GroupNotFoundError(describe_missing(store, path))
         node = _node_from_documents(store, path, documents, read_only=read_only)
         if not isinstance(node, AsyncGroup):
             raise ContainsArrayError(f"{store.key_url(path) or store.location}: an array is here, not a group")
-        if node.zarr_format == 2:
-            await node._load_consolidated_v2()
         return node
 
     @classmethod

@@ -75,15 +75,13 @@ def test_consolidated_v3_group_of_20_arrays_opens_and_lists_its_members_with_one
     assert counts["requests_by_method"] == {"GET": 1}, counts
 
 
-@pytest.mark.parametrize(("zarr_format", "gets"), [(None, 5), (2, 4)], ids=["format-detected", "zarr_format=2"])
+@pytest.mark.parametrize(("zarr_format", "gets"), [(None, 2), (2, 1)], ids=["format-detected", "zarr_format=2"])
 def test_consolidated_v2_group_of_20_arrays_opens_with_a_fixed_number_of_gets(
     cloud: Cloud, tmp_path: Path, zarr_format: int | None, gets: int
 ) -> None:
-    # What asyncarr fetches today: with the format unknown, zarr.json (a miss), then .zarray,
-    # .zgroup and .zattrs together, then .zmetadata: 5 GETs; told zarr_format=2, the three v2
-    # documents and .zmetadata: 4. Nothing is listed and the members cost nothing more.
-    # .zmetadata alone holds all of it (the group's own .zgroup and .zattrs included), so the
-    # least possible is 2 GETs (1 with zarr_format=2); reported to the lead, not papered over.
+    # .zmetadata holds everything, the group's own .zgroup and .zattrs included: told
+    # zarr_format=2 that is the one GET; with the format unknown, zarr.json (a miss) comes
+    # first. Nothing is listed and the members cost nothing more.
     place = cloud.place(tmp_path)
     write_consolidated_group(cloud, place, 2, 20)
     with FaultProxy(place.upstream) as proxy:
@@ -93,7 +91,7 @@ def test_consolidated_v2_group_of_20_arrays_opens_with_a_fixed_number_of_gets(
     assert shapes == {f"a{i:02d}": (10 + i,) for i in range(20)}
     assert counts["requests_by_method"] == {"GET": gets}, counts
     fetched = sorted(path.rsplit("/", 1)[1] for path in counts["requests_by_path"])
-    expected = [".zarray", ".zattrs", ".zgroup", ".zmetadata"] + (["zarr.json"] if zarr_format is None else [])
+    expected = [".zmetadata"] + (["zarr.json"] if zarr_format is None else [])
     assert fetched == expected
 
 
