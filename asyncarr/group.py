@@ -56,17 +56,23 @@ async def open_node(
     documents = await read_documents(store, path, zarr_format)
     node = _node_from_documents(store, path, documents, read_only=read_only)
     if isinstance(node, AsyncGroup) and node.zarr_format == 2:
-        await node._load_consolidated_v2()
+        node._consolidated = await _consolidated_v2_entries(store, path)
     return node
+
+
+async def _consolidated_v2_entries(store: Store, path: str) -> dict[str, dict] | None:
+    """The parsed ``.zmetadata`` of the v2 group at ``path``, or None if it has none."""
+    raw = await store.get(node_key(path, ".zmetadata"))
+    if raw is None:
+        return None
+    return parse_consolidated_v2(raw, store.key_url(path) if path else store.location)
 
 
 async def _consolidated_v2_group(store: Store, path: str, read_only: bool) -> AsyncGroup | None:
     """The v2 group at ``path`` opened from its ``.zmetadata`` alone, or None if it has none."""
-    raw = await store.get(node_key(path, ".zmetadata"))
-    if raw is None:
+    entries = await _consolidated_v2_entries(store, path)
+    if entries is None:
         return None
-    where = store.key_url(path) if path else store.location
-    entries = parse_consolidated_v2(raw, where)
     own = consolidated_documents(entries, "")
     if own.get(".zgroup") is None:
         return None  # not a group's consolidation: read the group's own documents instead
@@ -151,12 +157,6 @@ class AsyncGroup:
         path = normalize_path(path)
         await write_documents(store, path, metadata.to_documents())
         return cls(store, path, metadata)
-
-    async def _load_consolidated_v2(self) -> None:
-        raw = await self._store.get(node_key(self._path, ".zmetadata"))
-        if raw is not None:
-            where = self._store.key_url(self._path) if self._path else self._store.location
-            self._consolidated = parse_consolidated_v2(raw, where)
 
     # -- properties -------------------------------------------------------------------------
 
