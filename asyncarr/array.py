@@ -30,6 +30,22 @@ ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 Synchronizer = ThreadSynchronizer | ProcessSynchronizer | None
 
 
+# The indexer of each kind of read selection, by the name `AsyncArray.read_blocking` takes.
+_READ_INDEXERS: dict[str, Any] = {
+    "getitem": indexer_for,
+    "basic": BasicIndexer,
+    "orthogonal": OrthogonalIndexer,
+    "coordinate": CoordinateIndexer,
+    "mask": MaskIndexer,
+}
+
+
+def _finalized(indexer: Indexer, buffer: np.ndarray) -> Any:
+    """The read's result from its filled buffer: a NumPy scalar for a 0-d result."""
+    out = indexer.finalize(buffer)
+    return out[()] if out.ndim == 0 else out
+
+
 class AsyncArray:
     """A Zarr array in a store; every method that touches the store is a coroutine."""
 
@@ -233,8 +249,23 @@ class AsyncArray:
         # Pointwise indexers fill a buffer (all points along one axis) that finalize() reshapes.
         buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
         await self._read_into(indexer, buffer)
-        out = indexer.finalize(buffer)
-        return out[()] if out.ndim == 0 else out
+        return _finalized(indexer, buffer)
+
+    @property
+    def reads_blocking(self) -> bool:
+        """Whether `read_blocking` works here: stores with blocking I/O (local, memory), no sharding."""
+        return self._chunk_io().reads_blocking
+
+    def read_blocking(self, kind: str, selection: Any) -> Any:
+        """Read in the calling thread, with no event loop: the sync facade's path for local and memory stores.
+
+        ``kind`` names the selection as the coroutines do: ``"getitem"``, ``"basic"``,
+        ``"orthogonal"``, ``"coordinate"`` or ``"mask"``. Only for arrays where `reads_blocking`.
+        """
+        indexer = _READ_INDEXERS[kind](selection, self.shape, self._grid)
+        buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
+        self._chunk_io().read_into_blocking(indexer, buffer)
+        return _finalized(indexer, buffer)
 
     def _chunk_io(self) -> ChunkIO:
         """The chunk mover for this array as it is now (shape and metadata can change between calls)."""

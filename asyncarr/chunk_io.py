@@ -4,14 +4,19 @@ Two engines do the same work. The async engine issues every chunk request of a c
 (bounded by the store's limiter) and batches decodes onto the codec threads. For stores with
 ``supports_sync_io`` (local files, memory) the fast engine hands whole batches of chunks to
 the codec threads, each job reading, decoding and copying its chunks without a round trip
-through the event loop per chunk — most of the cost when chunks are small.
+through the event loop per chunk — most of the cost when chunks are small. Those stores can
+also be read with no event loop at all (``read_into_blocking``): the sync facade's calls then
+run in the caller's thread, helped by the codec threads when there is more than one batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import dataclasses
 import functools
+import math
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -33,6 +38,9 @@ PieceOf = Callable[[ChunkProjection], Awaitable[Any]]
 
 # Fast-engine jobs per codec thread: enough to balance uneven chunks, few enough to stay cheap.
 _JOBS_PER_THREAD = 4
+# Decoded bytes below which a batch is not split further: handing a job to another thread costs
+# about as much as decoding this much (~50 us), so smaller reads run whole in one thread.
+_MIN_BATCH_BYTES = 256 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +60,46 @@ class ChunkIO:
 
     async def read_into(self, indexer: Any, out: np.ndarray) -> None:
         """Fill ``out`` with the selection ``indexer`` describes."""
-        if self.store.supports_sync_io and partial_read_codec(self.pipeline) is None:
+        if self.reads_blocking:
             await self._read_fast(list(indexer), out)
         else:
             await self._read_async(indexer, out)
+
+    @property
+    def reads_blocking(self) -> bool:
+        """Whether ``read_into_blocking`` can serve reads: blocking store I/O, no partial shard reads."""
+        return self.store.supports_sync_io and partial_read_codec(self.pipeline) is None
+
+    def read_into_blocking(self, indexer: Any, out: np.ndarray) -> None:
+        """Fill ``out`` in the calling thread, the codec threads helping with any further batches.
+
+        Without an event loop there is no hand-off per call: a one-chunk read costs its read and
+        decode only. Concurrent calls decode shared chunks each on their own (the async engine
+        shares them), which costs less than the hops would for the small reads that share.
+        """
+        batches = collections.deque(_batches(list(indexer), codec_thread_count(), self.chunk_nbytes))
+
+        def drain() -> None:
+            while True:
+                try:
+                    batch = batches.popleft()  # deque.popleft is atomic: safe from several threads
+                except IndexError:
+                    return
+                self._read_batch(batch, out, {})
+
+        if len(batches) <= 1:
+            drain()
+            return
+        executor = codec_executor()
+        helpers = [executor.submit(drain) for _ in range(min(len(batches) - 1, codec_thread_count()))]
+        try:
+            drain()
+        finally:
+            batches.clear()  # on failure, stop the helpers at their next batch
+            # Threads cannot be cancelled: wait for every helper, then report the first failure.
+            concurrent.futures.wait(helpers)
+        for helper in helpers:
+            helper.result()
 
     async def _read_fast(self, projections: list[ChunkProjection], out: np.ndarray) -> None:
         # Concurrent calls reading parts of one chunk (many small reads from a data service)
@@ -250,6 +294,11 @@ class ChunkIO:
 
     # -- chunk-level helpers -------------------------------------------------------------------------
 
+    @property
+    def chunk_nbytes(self) -> int:
+        """Bytes of one decoded chunk."""
+        return math.prod(self.grid) * self.dtype.itemsize
+
     def is_fill(self, chunk: np.ndarray) -> bool:
         """Whether every element of ``chunk`` equals the fill value (NaN equal to NaN)."""
         if chunk.size == 0:
@@ -284,20 +333,27 @@ class ChunkIO:
         """Split ``projections`` into contiguous batches and run ``job(batch, *args)`` on the codec threads."""
         if not projections:
             return
-        threads = codec_thread_count()
-        count = min(len(projections), threads * _JOBS_PER_THREAD)
-        size = -(-len(projections) // count)
         loop = asyncio.get_running_loop()
         executor = codec_executor()
         futures = [
-            loop.run_in_executor(executor, job, projections[start : start + size], *args)
-            for start in range(0, len(projections), size)
+            loop.run_in_executor(executor, job, batch, *args)
+            for batch in _batches(projections, codec_thread_count(), self.chunk_nbytes)
         ]
         # Wait for every batch (threads cannot be cancelled), then report the first failure.
         outcomes = await asyncio.gather(*futures, return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+
+def _batches(projections: list[ChunkProjection], threads: int, chunk_nbytes: int) -> list[list[ChunkProjection]]:
+    """Contiguous batches of ``projections``: a few per codec thread, so uneven chunks balance out,
+    each worth handing to a thread."""
+    if not projections:
+        return []
+    count = min(len(projections), threads * _JOBS_PER_THREAD)
+    size = max(-(-len(projections) // count), -(-_MIN_BATCH_BYTES // max(1, chunk_nbytes)))
+    return [projections[start : start + size] for start in range(0, len(projections), size)]
 
 
 _in_flight_by_loop: weakref.WeakKeyDictionary[

@@ -4,6 +4,10 @@ All behaviour lives in the async classes; this module only forwards. One daemon 
 runs one event loop for the whole process, so the facade works from plain scripts, from
 many threads at once and from inside a running event loop (a Jupyter cell, an async web
 handler). After ``os.fork`` the child starts a fresh loop thread on first use.
+
+Reads from local and memory stores skip the loop: they run in the calling thread (see
+`AsyncArray.read_blocking`), so a small read costs no thread hand-offs and reads from many
+threads decode in parallel.
 """
 
 from __future__ import annotations
@@ -87,6 +91,10 @@ class _LoopThread:
             future.cancel()
             raise
 
+    def is_current_thread(self) -> bool:
+        """Whether the caller is the loop thread itself."""
+        return threading.current_thread() is self._thread
+
     def forget_after_fork(self) -> None:
         """In a forked child the loop thread does not exist: start a new one on next use."""
         self._lock = threading.Lock()
@@ -101,6 +109,22 @@ _opened_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     return _loop_thread.run(coroutine)
+
+
+_READ_COROUTINES = {
+    "getitem": AsyncArray.getitem,
+    "basic": AsyncArray.get_basic_selection,
+    "orthogonal": AsyncArray.get_orthogonal_selection,
+    "coordinate": AsyncArray.get_coordinate_selection,
+    "mask": AsyncArray.get_mask_selection,
+}
+
+
+def _read(array: AsyncArray, kind: str, selection: Any) -> Any:
+    """One read: in this thread when the store does blocking I/O, on the loop thread otherwise."""
+    if array.reads_blocking and not _loop_thread.is_current_thread():
+        return array.read_blocking(kind, selection)
+    return _run(_READ_COROUTINES[kind](array, selection))
 
 
 def _close_opened_stores() -> None:
@@ -232,7 +256,7 @@ class Array:
         return _run(self.async_array.nbytes_stored())
 
     def __getitem__(self, selection: Any) -> Any:
-        return _run(self.async_array.getitem(selection))
+        return _read(self.async_array, "getitem", selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         _run(self.async_array.setitem(selection, value))
@@ -249,7 +273,7 @@ class Array:
 
     def get_orthogonal_selection(self, selection: Any) -> Any:
         """Read an orthogonal selection."""
-        return _run(self.async_array.get_orthogonal_selection(selection))
+        return _read(self.async_array, "orthogonal", selection)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write an orthogonal selection."""
@@ -257,7 +281,7 @@ class Array:
 
     def get_coordinate_selection(self, selection: Any) -> Any:
         """Read the points of a coordinate selection."""
-        return _run(self.async_array.get_coordinate_selection(selection))
+        return _read(self.async_array, "coordinate", selection)
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write the points of a coordinate selection."""
@@ -265,7 +289,7 @@ class Array:
 
     def get_mask_selection(self, mask: Any) -> Any:
         """Read where a boolean mask of the array's shape is true."""
-        return _run(self.async_array.get_mask_selection(mask))
+        return _read(self.async_array, "mask", mask)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write where a boolean mask of the array's shape is true."""
@@ -273,7 +297,7 @@ class Array:
 
     def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
         """Read a NumPy basic selection (ints, slices, Ellipsis) only."""
-        return _run(self.async_array.get_basic_selection(selection))
+        return _read(self.async_array, "basic", selection)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write a NumPy basic selection only."""
@@ -332,7 +356,7 @@ class OIndex:
         self._async_array = async_array
 
     def __getitem__(self, selection: Any) -> Any:
-        return _run(self._async_array.get_orthogonal_selection(selection))
+        return _read(self._async_array, "orthogonal", selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         _run(self._async_array.set_orthogonal_selection(selection, value))
@@ -345,7 +369,7 @@ class VIndex:
         self._async_array = async_array
 
     def __getitem__(self, selection: Any) -> Any:
-        return _run(self._async_array.get_coordinate_selection(selection))
+        return _read(self._async_array, "coordinate", selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         _run(self._async_array.set_coordinate_selection(selection, value))

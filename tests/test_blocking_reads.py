@@ -1,0 +1,133 @@
+"""The sync facade reads local and memory stores in the calling thread, with no event-loop hop."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import asyncarr.sync as za
+from asyncarr import config
+from asyncarr.errors import CodecError
+from asyncarr.stores import MemoryStore
+
+DATA = np.arange(96 * 80, dtype="f8").reshape(96, 80)
+
+
+@pytest.fixture(params=["local", "memory"])
+def array(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> za.Array:
+    """DATA in 12x10 chunks (64 of them), on a local directory or in memory."""
+    store = str(tmp_path / "a.zarr") if request.param == "local" else MemoryStore()
+    z = za.open_array(store, mode="w", shape=DATA.shape, chunks=(12, 10), dtype=DATA.dtype)
+    z[...] = DATA
+    return z
+
+
+def _blocked_loop_thread(seconds: float) -> threading.Event:
+    """Block the facade's event-loop thread for ``seconds``; the event is set once it is blocked."""
+    blocked = threading.Event()
+
+    async def block() -> None:
+        blocked.set()
+        time.sleep(seconds)  # deliberately blocking: nothing else may run on that loop meanwhile
+
+    asyncio.run_coroutine_threadsafe(block(), za._loop_thread._ensure_running())
+    assert blocked.wait(5)
+    return blocked
+
+
+SELECTIONS = [
+    ("getitem", lambda z: z[5, 7], lambda a: a[5, 7]),
+    ("getitem", lambda z: z[3:70, 11:59], lambda a: a[3:70, 11:59]),
+    ("getitem", lambda z: z[...], lambda a: a[...]),
+    ("oindex", lambda z: z.oindex[[1, 50, 90], 2:40], lambda a: a[[1, 50, 90], 2:40]),
+    ("vindex", lambda z: z.vindex[[0, 95, 40], [79, 0, 41]], lambda a: a[[0, 95, 40], [79, 0, 41]]),
+    ("mask", lambda z: z.get_mask_selection(DATA > 7000), lambda a: a[a > 7000]),
+    ("basic", lambda z: z.get_basic_selection((slice(None, None, 7), 3)), lambda a: a[::7, 3]),
+]
+
+
+def test_reads_finish_while_the_loop_thread_is_busy(array: za.Array) -> None:
+    # With the loop thread blocked for 2 s, reads through the loop would wait; in-thread they do not.
+    _blocked_loop_thread(2.0)
+    started = time.perf_counter()
+    for kind, read, expected in SELECTIONS:
+        np.testing.assert_array_equal(read(array), expected(DATA), err_msg=kind)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 1.0, f"{len(SELECTIONS)} reads waited {elapsed:.2f} s for the blocked event loop"
+
+
+def test_many_threads_read_what_numpy_reads(array: za.Array) -> None:
+    rng = np.random.default_rng(3)
+    windows = [tuple(sorted(rng.integers(0, n, 2)) for n in DATA.shape) for _ in range(200)]
+
+    def read(window: tuple) -> bool:
+        (r0, r1), (c0, c1) = window
+        return np.array_equal(array[r0 : r1 + 1, c0 : c1 + 1], DATA[r0 : r1 + 1, c0 : c1 + 1])
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(read, windows))
+
+
+def test_a_read_of_many_batches_uses_the_codec_threads_and_matches_numpy(tmp_path: pathlib.Path) -> None:
+    # 1 MiB chunks: every chunk is its own batch, so the caller shares the work with the codec threads.
+    data = np.random.default_rng(0).normal(size=(1024, 2048)).astype("f4")
+    z = za.open_array(str(tmp_path / "big.zarr"), mode="w", shape=data.shape, chunks=(512, 512), dtype="f4")
+    z[...] = data
+    seen: set[str] = set()
+    decode = z.async_array._pipeline.decode_into
+
+    def recording_decode(*args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return decode(*args, **kwargs)
+
+    z.async_array._pipeline.decode_into = recording_decode
+    np.testing.assert_array_equal(z[...], data)
+    assert threading.current_thread().name in seen
+    assert any(name.startswith("asyncarr-codec") for name in seen), seen
+
+
+def test_a_corrupt_chunk_raises_codec_error_naming_it_and_the_reader_returns(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "c.zarr"
+    z = za.open_array(str(path), mode="w", shape=(2048, 1024), chunks=(256, 256), dtype="f4", zarr_format=3)
+    z[...] = 1.0
+    (path / "c" / "5" / "2").write_bytes(b"not a blosc frame")
+    with pytest.raises(CodecError, match=r"c/5/2"):
+        z[...]
+    np.testing.assert_array_equal(z[:256, :], 1.0)  # the other chunks still read
+
+
+def test_missing_chunks_read_as_the_fill_value(tmp_path: pathlib.Path) -> None:
+    z = za.open_array(str(tmp_path / "f.zarr"), mode="w", shape=(30, 30), chunks=(10, 10), dtype="i4", fill_value=-3)
+    z[10:20, 10:20] = 7
+    expected = np.full((30, 30), -3, dtype="i4")
+    expected[10:20, 10:20] = 7
+    np.testing.assert_array_equal(z[...], expected)
+    np.testing.assert_array_equal(z[5:15, 15:25], expected[5:15, 15:25])
+
+
+def test_sharded_arrays_still_read_through_the_event_loop(tmp_path: pathlib.Path) -> None:
+    # Partial shard reads are async-only: the facade must not take the in-thread path for them.
+    z = za.open_array(str(tmp_path / "s.zarr"), mode="w", shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="i2")
+    z[...] = np.arange(64 * 64, dtype="i2").reshape(64, 64)
+    assert not z.async_array.reads_blocking
+    np.testing.assert_array_equal(z[3:40, 9], np.arange(64 * 64, dtype="i2").reshape(64, 64)[3:40, 9])
+
+
+def test_the_in_thread_path_follows_the_codec_thread_setting(array: za.Array) -> None:
+    with config.set(codec_threads=1):
+        np.testing.assert_array_equal(array[...], DATA)
+    with config.set(codec_threads=4):
+        np.testing.assert_array_equal(array[...], DATA)
+
+
+def test_reads_from_inside_a_running_event_loop(array: za.Array) -> None:
+    async def inside() -> np.ndarray:
+        return array[10:20, 10:20]
+
+    np.testing.assert_array_equal(asyncio.run(inside()), DATA[10:20, 10:20])
