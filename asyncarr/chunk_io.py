@@ -85,7 +85,7 @@ class ChunkIO:
                     batch = batches.popleft()  # deque.popleft is atomic: safe from several threads
                 except IndexError:
                     return
-                self._read_batch(batch, out, {})
+                self._read_batch(batch, out, None)
 
         if len(batches) <= 1:
             drain()
@@ -133,13 +133,14 @@ class ChunkIO:
             out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
 
     def _read_batch(
-        self, projections: Sequence[ChunkProjection], out: np.ndarray, decoded: dict[str, np.ndarray | None]
+        self, projections: Sequence[ChunkProjection], out: np.ndarray, decoded: dict[str, np.ndarray | None] | None
     ) -> None:
+        """Read, decode and copy out ``projections``; partly read chunks go into ``decoded`` unless it is None."""
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
             data = get(key)
-            if projection.is_complete_chunk:
+            if projection.is_complete_chunk or decoded is None:
                 if data is None:
                     out[projection.out_selection] = self.fill
                 else:
