@@ -13,20 +13,18 @@ Credentials (account key, SAS token, connection string, a SAS in ``account_url``
 in a repr or an error: SDK exceptions are cut to status, error code and first line and
 scrubbed of every secret the store holds before they are chained. The SDK's request log
 (``azure.core.pipeline.policies.http_logging_policy``) redacts query strings itself.
-Clients belong to an event loop: one per loop, created on first use, closed when the loop
-shuts down (``asyncio.run`` finalises the async generator tied to it) or by ``close()``.
+Clients belong to an event loop: one per loop, created on first use, closed by ``close()``,
+when the loop shuts down (``asyncio.run``) or at interpreter exit (``clients.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
+import contextlib
 import enum
+import logging
 import os
 import re
-import threading
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
@@ -49,11 +47,13 @@ except ImportError:  # pragma: no cover - an SDK without it keeps its own re-rea
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .clients import PerLoopClients
 from .retry import Failure, ShortBodyError, call_with_retries
 from .url import STORE_SCHEMES
 
 __all__ = ["STORAGE_OPTIONS", "AzureStore"]
 
+_log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _LIST_PAGE_SIZE = 1000  # Azure allows 5000; smaller pages let the first keys arrive early
@@ -145,83 +145,6 @@ _NO_CREDENTIALS = (
 )
 
 
-# -- client lifecycle -------------------------------------------------------------------------
-
-
-async def _close_on_shutdown(client: ContainerClient, credential: Any, registry: _Connections) -> AsyncIterator[None]:
-    # Suspended at the yield for the client's life; ``asyncio.run`` (shutdown_asyncgens),
-    # ``AzureStore.close`` or garbage collection resumes it in its own loop to close the client.
-    try:
-        yield
-    finally:
-        registry.discard(client)
-        _open_clients.pop(client, None)
-        await client.close()
-        if credential is not None:
-            await credential.close()
-
-
-_Connection = tuple[ContainerClient, AsyncGenerator[None, None]]
-"""One event loop's client, and the suspended async generator whose finalisation closes it."""
-
-_open_clients: dict[ContainerClient, tuple[weakref.ref[asyncio.AbstractEventLoop], AsyncGenerator[None, None]]] = {}
-"""Open clients, held strongly: a dropped store's client must still be closed, at the latest at exit,
-where a daemon loop thread (the sync facade's) would never run the generator's finaliser."""
-
-
-def _close_clients_at_exit() -> None:
-    for client, (loop_ref, closer) in list(_open_clients.items()):
-        loop = loop_ref()
-        try:
-            if loop is None or loop.is_closed():
-                continue
-            if loop.is_running():
-                asyncio.run_coroutine_threadsafe(closer.aclose(), loop).result(timeout=5)
-            else:
-                loop.run_until_complete(closer.aclose())
-        except Exception:  # exiting anyway: a client that cannot close is left to the OS
-            pass
-        _open_clients.pop(client, None)
-
-
-def _forget_clients_after_fork() -> None:
-    _open_clients.clear()  # their loops do not run in the child; never touch them there
-
-
-atexit.register(_close_clients_at_exit)
-os.register_at_fork(after_in_child=_forget_clients_after_fork)
-
-
-class _Connections:
-    """A store's clients, one per event loop (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = weakref.WeakKeyDictionary()
-
-    def get_or_create(
-        self, loop: asyncio.AbstractEventLoop, create: Callable[[], _Connection]
-    ) -> tuple[_Connection, bool]:
-        with self._lock:
-            connection = self._by_loop.get(loop)
-            if connection is not None:
-                return connection, False
-            connection = self._by_loop[loop] = create()
-            return connection, True
-
-    def discard(self, client: ContainerClient) -> None:
-        with self._lock:
-            for loop, connection in list(self._by_loop.items()):
-                if connection[0] is client:
-                    del self._by_loop[loop]
-
-    def take_all(self) -> dict[asyncio.AbstractEventLoop, _Connection]:
-        with self._lock:
-            taken = dict(self._by_loop)
-            self._by_loop.clear()
-            return taken
-
-
 class AzureStore(Store):
     """A container (and a path prefix in it) of Azure Blob Storage; key ``k`` is the blob ``prefix/k``.
 
@@ -260,7 +183,7 @@ class AzureStore(Store):
         self._connection_string = connection_string
         self._account_url = account_url.rstrip("/") if account_url else None
         self._credential = credential
-        self._connections = _Connections()
+        self._clients = PerLoopClients("Azure", self.location, _log)
 
     @classmethod
     def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> AzureStore:
@@ -304,17 +227,13 @@ class AzureStore(Store):
 
     async def _client(self) -> ContainerClient:
         """This event loop's client, created on first use."""
-        loop = asyncio.get_running_loop()
-        (client, closer), created = self._connections.get_or_create(loop, self._connect)
-        if created:
-            await closer.__anext__()  # ties the client to the loop's shutdown
-            _open_clients[client] = (weakref.ref(loop), closer)
-        return client
+        return await self._clients.get("container client", self._open_client)
 
-    def _connect(self) -> _Connection:
+    async def _open_client(self, closing: contextlib.AsyncExitStack) -> ContainerClient:
+        """A ContainerClient over a session of its own, for the running event loop."""
         if not (self._account_url or self.account_name or self._connection_string):
             raise ValueError(_NO_ACCOUNT)
-        credential, owned = self._credential, None
+        credential = self._credential
         if self._account_key:
             credential = {"account_name": self.account_name, "account_key": self._account_key}
         elif self._sas_token:
@@ -324,7 +243,8 @@ class AzureStore(Store):
                 from azure.identity.aio import DefaultAzureCredential
             except ImportError:
                 raise ValueError(_NO_CREDENTIALS) from None
-            credential = owned = DefaultAzureCredential()
+            credential = DefaultAzureCredential()
+            closing.push_async_callback(credential.close)  # after the client's, which is pushed later
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=max(_MIN_POOL, config.get("concurrency"))),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -335,29 +255,24 @@ class AzureStore(Store):
         options = {"transport": AioHttpTransport(session=session, session_owner=True), "retry_total": 0}
         if self._connection_string:
             client = ContainerClient.from_connection_string(self._connection_string, self.container, **options)
-            return client, _close_on_shutdown(client, None, self._connections)
-        account_url = self._account_url or f"https://{self.account_name}.blob.core.windows.net"
-        client = ContainerClient(account_url, self.container, credential=credential, **options)
-        return client, _close_on_shutdown(client, owned, self._connections)
+        else:
+            account_url = self._account_url or f"https://{self.account_name}.blob.core.windows.net"
+            client = ContainerClient(account_url, self.container, credential=credential, **options)
+        closing.push_async_callback(client.close)
+        return client
 
     async def close(self) -> None:
-        """Close this event loop's client; clients of other loops close when their loops shut down."""
-        connections = self._connections.take_all()
-        try:
-            current = connections.get(asyncio.get_running_loop())
-        except RuntimeError:  # closed outside any loop: nothing here to await
-            return
-        if current is not None:
-            await current[1].aclose()
+        """Close this event loop's client; clients of other running loops are closed on their loops."""
+        await self._clients.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state.pop("_connections", None)
+        state.pop("_clients", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
-        self._connections = _Connections()
+        self._clients = PerLoopClients("Azure", self.location, _log)
 
     # -- the Store interface ------------------------------------------------------------------
 

@@ -17,10 +17,8 @@ import os
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import asyncio
-import atexit
+import contextlib
 import logging
-import threading
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -34,6 +32,7 @@ from gcsfs.retry import HttpError, NonRetryableError
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .clients import PerLoopClients
 from .retry import Failure, call_with_retries
 from .url import STORE_SCHEMES
 
@@ -80,112 +79,6 @@ class _SingleAttemptFileSystem(GCSFileSystem):
     _request = getattr(GCSFileSystem._request, "__wrapped__", GCSFileSystem._request)
 
 
-# -- one filesystem per event loop ---------------------------------------------------------------
-
-_open_clients: set[_Client] = set()
-"""Open filesystems, held strongly so a dropped store cannot leave its session to the garbage collector."""
-_forked_clients: list[_Client] = []
-"""Filesystems inherited over fork: their loops do not run here, so they are kept, never used or closed."""
-
-
-class _Client:
-    """One event loop's gcsfs filesystem for one store.
-
-    An async generator keeps the aiohttp session open: the loop's async-generator hooks
-    (installed by ``run_forever``) close it when ``asyncio.run`` shuts the loop down, even if
-    the store is never closed; ``close()`` closes it earlier.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, store: GCSStore) -> None:
-        self._loop = weakref.ref(loop)  # a strong one would keep the store's per-loop entry alive forever
-        self._store = store
-        self.closed = False
-        self._filesystem: GCSFileSystem | None = None
-        self._opening: asyncio.Future[GCSFileSystem] | None = None
-        self._keeper: Any = None
-
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self._loop()
-
-    async def filesystem(self) -> GCSFileSystem:
-        if self._filesystem is not None:
-            return self._filesystem
-        if self._opening is None:
-            self._opening = asyncio.ensure_future(self._open())
-            # Every waiter may be cancelled: mark a failure as retrieved so asyncio does not report it.
-            self._opening.add_done_callback(lambda opening: opening.cancelled() or opening.exception())
-        return await asyncio.shield(self._opening)
-
-    async def _open(self) -> GCSFileSystem:
-        try:
-            # Finding default credentials reads files and may ask a metadata server: not on the loop.
-            filesystem = await asyncio.to_thread(self._store._new_filesystem)
-        except BaseException:
-            self._opening = None  # the next request tries again
-            raise
-        if "connector" not in filesystem.session_kwargs and not filesystem._use_client_cert:
-            # gcsfs's session would get aiohttp's default pool of 100 connections.
-            connector = aiohttp.TCPConnector(limit=self._store._pool_size())
-            filesystem.session_kwargs = {**filesystem.session_kwargs, "connector": connector}
-        keeper = self._keep_open(filesystem)
-        await keeper.__anext__()
-        self._filesystem, self._keeper = filesystem, keeper
-        _open_clients.add(self)
-        _log.debug("opened a GCS client for %s", self._store.location)
-        return filesystem
-
-    async def _keep_open(self, filesystem: GCSFileSystem) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            self.closed = True
-            self._filesystem = self._opening = self._keeper = None
-            _open_clients.discard(self)
-            session = filesystem._session  # None until the first request
-            if session is not None:
-                await session.close()
-            else:
-                connector = filesystem.session_kwargs.get("connector")
-                if connector is not None:
-                    await connector.close()
-            _log.debug("closed the GCS client for %s", self._store.location)
-
-    async def close(self) -> None:
-        self.closed = True
-        opening = self._opening
-        if self._keeper is None and opening is not None:
-            try:
-                await asyncio.shield(opening)
-            except Exception:
-                return  # it never opened
-        keeper = self._keeper
-        if keeper is not None:
-            await keeper.aclose()
-
-
-def _close_clients_at_exit() -> None:
-    for client in list(_open_clients):
-        loop = client.loop()
-        try:
-            if loop is None or loop.is_closed():
-                continue
-            if loop.is_running():
-                asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=5)
-            else:
-                loop.run_until_complete(client.close())
-        except Exception:  # exiting anyway: a session that cannot close is left to the OS
-            pass
-
-
-def _forget_clients_after_fork() -> None:
-    _forked_clients.extend(_open_clients)
-    _open_clients.clear()
-
-
-atexit.register(_close_clients_at_exit)
-os.register_at_fork(after_in_child=_forget_clients_after_fork)
-
-
 class GCSStore(Store):
     """Objects under ``prefix`` in a GCS bucket; key ``a/b`` is the object ``prefix/a/b``.
 
@@ -225,8 +118,7 @@ class GCSStore(Store):
         self._max_connections = max_connections
         self._gcsfs_kwargs = gcsfs_kwargs
         self._location = f"gs://{bucket}/{self._root[:-1]}" if self._root else f"gs://{bucket}"
-        self._clients_lock = threading.Lock()
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = weakref.WeakKeyDictionary()
+        self._clients = PerLoopClients("GCS", self._location, _log)
 
     @classmethod
     def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> GCSStore:
@@ -314,29 +206,23 @@ class GCSStore(Store):
             reason = _redact(f"{type(exc).__name__}: {exc}", self._token)
             raise _CredentialsError(f"the Google credentials could not be set up ({reason})") from None
 
-    def _pool_size(self) -> int:
-        return self._max_connections or config.get("concurrency")
+    async def _open_filesystem(self, closing: contextlib.AsyncExitStack) -> GCSFileSystem:
+        """A gcsfs filesystem for the running event loop; ``closing`` closes its aiohttp session."""
+        # Finding default credentials reads files and may ask a metadata server: not on the loop.
+        filesystem = await asyncio.to_thread(self._new_filesystem)
+        if "connector" not in filesystem.session_kwargs and not filesystem._use_client_cert:
+            # gcsfs's session would get aiohttp's default pool of 100 connections.
+            connector = aiohttp.TCPConnector(limit=self._max_connections or config.get("concurrency"))
+            filesystem.session_kwargs = {**filesystem.session_kwargs, "connector": connector}
+        closing.push_async_callback(_close_session, filesystem)
+        return filesystem
 
     async def _filesystem(self) -> GCSFileSystem:
-        loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            client = self._clients.get(loop)
-            if client is None or client.closed:
-                client = self._clients[loop] = _Client(loop, self)
-        return await client.filesystem()
+        return await self._clients.get("filesystem", self._open_filesystem)
 
     async def close(self) -> None:
         """Close this event loop's session; sessions of other running loops are closed on their loops."""
-        loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            clients = list(self._clients.items())
-            self._clients.clear()
-        for owner, client in clients:
-            if owner is loop:
-                await client.close()
-            elif owner.is_running():
-                asyncio.run_coroutine_threadsafe(client.close(), owner)
-            # A stopped loop's session closes when that loop shuts down its async generators.
+        await self._clients.close()
 
     # -- the Store interface -----------------------------------------------------------------
 
@@ -474,6 +360,17 @@ class GCSStore(Store):
             page_token = page.get("nextPageToken")
             if not page_token:
                 return
+
+
+async def _close_session(filesystem: GCSFileSystem) -> None:
+    """Close the filesystem's aiohttp session, or only its connector if it never made one."""
+    session = filesystem._session  # None until the first request
+    if session is not None:
+        await session.close()
+    else:
+        connector = filesystem.session_kwargs.get("connector")
+        if connector is not None:
+            await connector.close()
 
 
 async def _read(filesystem: GCSFileSystem, bucket: str, name: str, byte_range: ByteRange | None) -> bytes:

@@ -9,18 +9,18 @@ locally, and a range wholly past the end (416) reads as ``b""``, like Python sli
 Every request runs through `call_with_retries`. One aiohttp session per event loop, with as
 many pooled connections as ``config.concurrency``; ``close()`` closes the running loop's.
 A session a store leaves open is closed when its loop shuts down (``asyncio.run`` does that)
-or when the store is garbage-collected, so scripts see no "Unclosed client session" warnings.
+or at interpreter exit (``clients.py``), so scripts see no "Unclosed client session" warnings.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
+import logging
 import re
-import threading
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -30,11 +30,13 @@ from yarl import URL
 from .. import config
 from ..errors import ReadOnlyError, StoreError
 from .base import ByteRange, Store, validate_key
+from .clients import PerLoopClients
 from .retry import Failure, ShortBodyError, call_with_retries
 from .url import STORE_SCHEMES
 
 __all__ = ["HTTPStore"]
 
+_log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _HEAD_REFUSED = (405, 501)
@@ -88,24 +90,15 @@ def _range_header(byte_range: ByteRange) -> str | None:
 
 
 @dataclasses.dataclass
-class _Connection:
-    """One event loop's session, its request slots, and the generator that closes it at loop shutdown."""
+class _LoopSession:
+    """One event loop's aiohttp session and its request slots."""
 
     session: aiohttp.ClientSession
     slots: asyncio.Semaphore
-    closer: AsyncGenerator[None, None]
 
 
-async def _close_with_the_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
-    # Suspended at its yield for the session's lifetime; the loop's asyncgen hooks close it in
-    # loop.shutdown_asyncgens() (asyncio.run) or when it is garbage-collected with its store.
-    try:
-        yield
-    finally:
-        await session.close()
-
-
-def _open_connection() -> _Connection:
+async def _open_session(closing: contextlib.AsyncExitStack) -> _LoopSession:
+    """A session for the running event loop, with as many connections and slots as config.concurrency."""
     limit = config.get("concurrency")
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit),
@@ -115,13 +108,8 @@ def _open_connection() -> _Connection:
     # aiohttp resends an idempotent request once when a reused connection drops; call_with_retries
     # is the only retry loop, so that every attempt is counted against config.retries.
     session._retry_connection = False
-    closer = _close_with_the_loop(session)
-    # Running the generator to its yield registers it with the running loop; it never suspends.
-    try:
-        closer.__anext__().send(None)
-    except StopIteration:
-        pass
-    return _Connection(session, asyncio.Semaphore(limit), closer)
+    closing.push_async_callback(session.close)
+    return _LoopSession(session, asyncio.Semaphore(limit))
 
 
 class HTTPStore(Store):
@@ -135,13 +123,10 @@ class HTTPStore(Store):
         super().__init__(read_only=True)
         self._base_url, credentials = _split_base_url(base_url)
         self._headers = {**credentials, **_checked_headers(headers)}
-        self._init_connections()
+        self._init_clients()
 
-    def _init_connections(self) -> None:
-        self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._connections_lock = threading.Lock()
+    def _init_clients(self) -> None:
+        self._clients = PerLoopClients("HTTP", self._base_url, _log)
         self._head_refused = False
 
     @property
@@ -149,35 +134,19 @@ class HTTPStore(Store):
         """The base URL (without any user:password part)."""
         return self._base_url
 
-    def _connection(self) -> _Connection:
-        loop = asyncio.get_running_loop()
-        with self._connections_lock:
-            connection = self._connections.get(loop)
-            if connection is None or connection.session.closed:
-                connection = self._connections[loop] = _open_connection()
-            return connection
-
     async def close(self) -> None:
-        """Close this event loop's session; sessions of other loops are closed by their loops."""
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        with self._connections_lock:
-            current = self._connections.pop(loop, None) if loop is not None else None
-            self._connections.clear()  # dropping a closer schedules its aclose() on its own loop
-        if current is not None:
-            await current.closer.aclose()
+        """Close this event loop's session; sessions of other running loops are closed on their loops."""
+        await self._clients.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        for name in ("_connections", "_connections_lock", "_head_refused"):
+        for name in ("_clients", "_head_refused"):
             state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
-        self._init_connections()
+        self._init_clients()
 
     # -- the Store interface -----------------------------------------------------------
 
@@ -238,11 +207,11 @@ class HTTPStore(Store):
         return URL(f"{self._base_url}/{quote(key, safe='/')}", encoded=True)
 
     async def _call(self, key: str, action: str, attempt: Callable[[aiohttp.ClientSession], Awaitable[T]]) -> T:
-        connection = self._connection()
+        loop_session = await self._clients.get("session", _open_session)
         # Waiting for a slot happens outside the per-attempt timeout: a queue is not a slow server.
-        async with connection.slots:
+        async with loop_session.slots:
             return await call_with_retries(
-                lambda: attempt(connection.session),
+                lambda: attempt(loop_session.session),
                 url=self.key_url(key),
                 classify=_classify,
                 action=action,

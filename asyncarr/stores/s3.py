@@ -14,7 +14,6 @@ repr, an error or a log line.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import dataclasses
 import functools
@@ -26,7 +25,6 @@ import os
 import re
 import ssl
 import threading
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -50,6 +48,7 @@ from yarl import URL
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .clients import PerLoopClients
 from .retry import Failure, ShortBodyError, call_with_retries
 from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
 from .url import STORE_SCHEMES
@@ -113,12 +112,8 @@ def _addressing(bucket: str, endpoint_url: str | None, region: str) -> tuple[str
     return f"https://{host}", host, "/"
 
 
-# -- one connection set per event loop ---------------------------------------------------------------
+# -- aiobotocore -------------------------------------------------------------------------------------
 
-_open_connections: set[_Connection] = set()
-"""Open connections, held strongly so a dropped store cannot leave its sessions to the garbage collector."""
-_forked_connections: list[_Connection] = []
-"""Connections inherited over fork: their loops do not run here, so they are kept, never used or closed."""
 _loader: Loader | None = None
 _loader_lock = threading.Lock()
 
@@ -130,105 +125,6 @@ def _shared_loader() -> Loader:
         if _loader is None:
             _loader = create_loader()
         return _loader
-
-
-class _Connection:
-    """One event loop's resources for one store: the aiohttp session, the aiobotocore client, credentials.
-
-    Each is opened on first use (once, however many requests ask at the same time) and
-    entered into one exit stack. An async generator keeps the stack open: the loop's
-    async-generator hooks (installed by ``run_forever``) close it when ``asyncio.run`` shuts
-    the loop down, even if the store is never closed; ``close()`` closes it earlier.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, location: str) -> None:
-        self._loop = weakref.ref(loop)  # a strong one would keep the store's per-loop entry alive forever
-        self.closed = False
-        self._location = location
-        self._resources: dict[str, Any] = {}
-        self._opening: dict[str, asyncio.Future[Any]] = {}
-        self._stack = contextlib.AsyncExitStack()
-        self._keeper: Any = None
-
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self._loop()
-
-    async def resource(self, name: str, open_context: Callable[[], contextlib.AbstractAsyncContextManager[Any]]) -> Any:
-        """The resource called ``name``, entered from ``open_context()`` on first use."""
-        resource = self._resources.get(name)
-        if resource is not None:
-            return resource
-        opening = self._opening.get(name)
-        if opening is None:
-            opening = self._opening[name] = asyncio.ensure_future(self._open(name, open_context))
-            # Every waiter may be cancelled: mark a failure as retrieved so asyncio does not report it.
-            opening.add_done_callback(lambda done: done.cancelled() or done.exception())
-        return await asyncio.shield(opening)
-
-    async def _open(self, name: str, open_context: Callable[[], contextlib.AbstractAsyncContextManager[Any]]) -> Any:
-        try:
-            if self._keeper is None:
-                keeper = self._keep_open()
-                await keeper.__anext__()
-                self._keeper = keeper
-                _open_connections.add(self)
-            resource = await self._stack.enter_async_context(open_context())
-        except BaseException:
-            self._opening.pop(name, None)  # the next request tries again
-            raise
-        self._resources[name] = resource
-        _log.debug("opened the S3 %s for %s", name, self._location)
-        return resource
-
-    async def _keep_open(self) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            self.closed = True
-            self._resources.clear()
-            self._opening.clear()
-            self._keeper = None
-            _open_connections.discard(self)
-            await self._stack.aclose()
-            _log.debug("closed the S3 connections for %s", self._location)
-
-    async def close(self) -> None:
-        self.closed = True
-        for opening in list(self._opening.values()):
-            with contextlib.suppress(Exception):
-                await asyncio.shield(opening)  # one that failed never opened
-        keeper = self._keeper
-        if keeper is not None:
-            await keeper.aclose()
-
-
-def _close_connections_at_exit() -> None:
-    for connection in list(_open_connections):
-        loop = connection.loop()
-        try:
-            if loop is None or loop.is_closed():
-                continue
-            if loop.is_running():
-                asyncio.run_coroutine_threadsafe(connection.close(), loop).result(timeout=5)
-            else:
-                loop.run_until_complete(connection.close())
-        except Exception:  # exiting anyway: a client that cannot close is left to the OS
-            pass
-
-
-def _forget_connections_after_fork() -> None:
-    _forked_connections.extend(_open_connections)
-    _open_connections.clear()
-
-
-atexit.register(_close_connections_at_exit)
-os.register_at_fork(after_in_child=_forget_connections_after_fork)
-
-
-@contextlib.asynccontextmanager
-async def _value(value: Awaitable[_T]) -> AsyncIterator[_T]:
-    """A resource that needs no closing."""
-    yield await value
 
 
 class S3Store(Store):
@@ -288,10 +184,7 @@ class S3Store(Store):
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
         self._location = f"s3://{bucket}/{self._root[:-1]}" if self._root else f"s3://{bucket}"
-        self._connections_lock = threading.Lock()
-        self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients = PerLoopClients("S3", self._location, _log)  # the session, aiobotocore client, credentials
         self._signer = Signer("s3")
         self._credential_source: Any = None  # botocore's (possibly refreshable) credentials, found once
         self._bucket_region = self._region or _default_region() or "us-east-1"
@@ -366,15 +259,7 @@ class S3Store(Store):
 
     # -- client lifecycle --------------------------------------------------------------------
 
-    def _connection(self) -> _Connection:
-        loop = asyncio.get_running_loop()
-        with self._connections_lock:
-            connection = self._connections.get(loop)
-            if connection is None or connection.closed:
-                connection = self._connections[loop] = _Connection(loop, self._location)
-            return connection
-
-    def _open_session(self) -> aiohttp.ClientSession:
+    async def _open_session(self, closing: contextlib.AsyncExitStack) -> aiohttp.ClientSession:
         """A fresh aiohttp session for this event loop's object requests."""
         from .. import __version__
 
@@ -389,6 +274,7 @@ class S3Store(Store):
         # aiohttp resends an idempotent request once when a reused connection drops; call_with_retries
         # is the only retry loop, so that every attempt is counted against config.retries.
         session._retry_connection = False
+        closing.push_async_callback(session.close)
         return session
 
     async def _find_credentials(self) -> Any:
@@ -401,8 +287,8 @@ class S3Store(Store):
             self._bucket_region = session.get_config_variable("region") or "us-east-1"  # the profile's
         return source
 
-    def _open_client(self) -> Any:
-        """A fresh aiobotocore client context for the running event loop (listing, batch deletes)."""
+    async def _open_client(self, closing: contextlib.AsyncExitStack) -> Any:
+        """A fresh aiobotocore client for the running event loop (listing, batch deletes)."""
         settings = config.current()
         options: dict[str, Any] = {
             "max_pool_connections": max(settings.concurrency, 10),
@@ -428,20 +314,11 @@ class S3Store(Store):
             arguments.update(self._credentials.client_arguments())
         session = AioSession(profile=self._profile)
         session.register_component("data_loader", _shared_loader())
-        return session.create_client("s3", **arguments)
+        return await closing.enter_async_context(session.create_client("s3", **arguments))
 
     async def close(self) -> None:
         """Close this event loop's sessions; those of other running loops are closed on their loops."""
-        loop = asyncio.get_running_loop()
-        with self._connections_lock:
-            connections = list(self._connections.items())
-            self._connections.clear()
-        for owner, connection in connections:
-            if owner is loop:
-                await connection.close()
-            elif owner.is_running():
-                asyncio.run_coroutine_threadsafe(connection.close(), owner)
-            # A stopped loop's connection closes when that loop shuts down its async generators.
+        await self._clients.close()
 
     # -- the Store interface -----------------------------------------------------------------
 
@@ -554,9 +431,8 @@ class S3Store(Store):
         payload_hash: str = UNSIGNED_PAYLOAD,
     ) -> tuple[int, Any, bytes]:
         """Send one request for ``object_key`` and read the whole answer: status, headers, body."""
-        connection = self._connection()
-        session = await connection.resource("http session", self._open_session)
-        credentials = await self._current_credentials(connection)
+        session = await self._clients.get("http session", self._open_session)
+        credentials = await self._current_credentials()
         for resend in (False, True):
             region = self._bucket_region
             if self._address[0] != region:
@@ -591,7 +467,7 @@ class S3Store(Store):
             self._bucket_region = found  # and send the request again (once), signed for that region
         return status, answer, data
 
-    async def _current_credentials(self, connection: _Connection) -> tuple[str, str, str | None] | None:
+    async def _current_credentials(self) -> tuple[str, str, str | None] | None:
         """(access key, secret key, session token) to sign with now, or None for unsigned requests."""
         if self._anon:
             return None
@@ -600,7 +476,7 @@ class S3Store(Store):
             return explicit.key, explicit.secret, explicit.token
         source = self._credential_source
         if source is None:
-            source = await connection.resource("credentials", lambda: _value(self._find_credentials()))
+            source = await self._clients.get("credentials", lambda _: self._find_credentials())
             self._credential_source = source
         frozen = await source.get_frozen_credentials()  # refreshable credentials renew themselves here
         return frozen.access_key, frozen.secret_key, frozen.token
@@ -631,7 +507,7 @@ class S3Store(Store):
 
     async def _request(self, operation: str, **arguments: Any) -> Any:
         """Call one S3 operation on this bucket; S3's error answers become ``_S3ResponseError``."""
-        client = await self._connection().resource("aiobotocore client", self._open_client)
+        client = await self._clients.get("aiobotocore client", self._open_client)
         try:
             return await getattr(client, operation)(Bucket=self._bucket, **arguments)
         except ClientError as exc:
