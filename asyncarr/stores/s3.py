@@ -4,11 +4,11 @@ The chunk requests -- GET (whole or a byte range), PUT, HEAD and DELETE of one o
 straight to aiohttp, signed by asyncarr's own SigV4 (``sigv4.py``): about a tenth of the
 client CPU that a botocore call spends on its event hooks, request model and response
 parser. Listing and batch deletes go through aiobotocore (with botocore's retries off).
-Every request goes through ``call_with_retries``, and every failure is classified once, in
-``_classify`` at the end of this module. Each event loop gets its own aiohttp session (and,
-on first use, aiobotocore client), closed by ``close()``, by ``asyncio.run`` when that loop
-shuts down, or at interpreter exit. Credentials live in the configuration only: never in a
-repr, an error or a log line.
+Every request goes through ``call_with_retries``, and every failure is classified once, by
+``s3_errors.classify``. Each event loop gets its own aiohttp session (and, on first use,
+aiobotocore client), closed by ``close()``, by ``asyncio.run`` when that loop shuts down,
+or at interpreter exit (``clients.py``). Credentials live in the configuration only: never
+in a repr, an error or a log line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import html
 import io
 import logging
 import os
@@ -33,23 +32,15 @@ import aiohttp
 from aiobotocore.session import AioSession
 from botocore import UNSIGNED
 from botocore.config import Config
-from botocore.exceptions import (
-    ClientError,
-    HTTPClientError,
-    IncompleteReadError,
-    NoCredentialsError,
-    SSLError,
-)
-from botocore.exceptions import (
-    ConnectionError as BotocoreConnectionError,
-)
+from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.loaders import Loader, create_loader
 from yarl import URL
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
 from .clients import PerLoopClients
-from .retry import Failure, ShortBodyError, call_with_retries
+from .retry import ShortBodyError, call_with_retries
+from .s3_errors import REGION_REDIRECTS, S3ResponseError, classify
 from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
 from .url import STORE_SCHEMES
 
@@ -71,7 +62,6 @@ _DELETE_BATCH = 1000  # the most keys one DeleteObjects request accepts
 _PUBLIC_HINT = 'The bucket may be public: pass storage_options={"anon": True}.'
 _PRIVATE_HINT = "The bucket is not public: pass credentials (key/secret or profile)."
 _STREAMED_BODY = 1 << 16  # bodies larger than this are sent piece by piece
-_REGION_REDIRECTS = frozenset({301, 307, 400, 403})  # S3's answers to a request signed for the wrong region
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -357,7 +347,7 @@ class S3Store(Store):
         async def attempt() -> None:
             status, answer, data = await self._exchange("PUT", object_key, body=body, payload_hash=payload_hash)
             if not 200 <= status < 300:
-                raise _S3ResponseError.from_answer(status, answer, data, self._bucket)
+                raise S3ResponseError.from_answer(status, answer, data, self._bucket)
 
         await self._retrying(attempt, key, "put")
 
@@ -419,7 +409,7 @@ class S3Store(Store):
 
     def _retrying(self, attempt: Callable[[], Awaitable[_T]], key: str, action: str) -> Awaitable[_T]:
         hint = _PRIVATE_HINT if self._anon else _PUBLIC_HINT
-        return call_with_retries(attempt, url=self.key_url(key), classify=_classify, action=action, denied_hint=hint)
+        return call_with_retries(attempt, url=self.key_url(key), classify=classify, action=action, denied_hint=hint)
 
     async def _exchange(
         self,
@@ -461,7 +451,7 @@ class S3Store(Store):
             async with session.request(method, url, headers=request_headers, data=payload, allow_redirects=False) as r:
                 status, answer, data = r.status, r.headers, await r.read()
             found = answer.get("x-amz-bucket-region")
-            if resend or status not in _REGION_REDIRECTS or not found or found == region:
+            if resend or status not in REGION_REDIRECTS or not found or found == region:
                 break
             _log.debug("S3 says the bucket of %s is in %s, not %s", self._location, found, region)
             self._bucket_region = found  # and send the request again (once), signed for that region
@@ -491,14 +481,14 @@ class S3Store(Store):
                 return self._missing_or_raise(status, answer, data)
             size = answer.get("Content-Length", "")
             if not size.isdigit():
-                raise _S3ResponseError(status, "", "the answer to HEAD has no Content-Length", self._bucket)
+                raise S3ResponseError(status, "", "the answer to HEAD has no Content-Length", self._bucket)
             return int(size)
 
         return await self._retrying(attempt, key, "head")
 
     def _missing_or_raise(self, status: int, answer: Any, data: bytes) -> None:
         """None for S3's answer that there is no such key, else raise the error it describes."""
-        error = _S3ResponseError.from_answer(status, answer, data, self._bucket)
+        error = S3ResponseError.from_answer(status, answer, data, self._bucket)
         if status == 404 and error.missing:
             return None
         raise error
@@ -506,12 +496,12 @@ class S3Store(Store):
     # -- other requests: aiobotocore -----------------------------------------------------------------
 
     async def _request(self, operation: str, **arguments: Any) -> Any:
-        """Call one S3 operation on this bucket; S3's error answers become ``_S3ResponseError``."""
+        """Call one S3 operation on this bucket; S3's error answers become ``S3ResponseError``."""
         client = await self._clients.get("aiobotocore client", self._open_client)
         try:
             return await getattr(client, operation)(Bucket=self._bucket, **arguments)
         except ClientError as exc:
-            raise _S3ResponseError.from_client_error(exc, self._bucket) from exc
+            raise S3ResponseError.from_client_error(exc, self._bucket) from exc
 
     async def _pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[dict[str, Any]]:
         """Yield the ListObjectsV2 pages of object names starting with ``below`` (relative to the root)."""
@@ -536,7 +526,7 @@ class S3Store(Store):
                 failures = [error for error in response.get("Errors", ()) if error.get("Code") != "NoSuchKey"]
                 if failures:
                     first = failures[0]
-                    raise _S3ResponseError(None, first.get("Code", ""), first.get("Message", ""), self._bucket)
+                    raise S3ResponseError(None, first.get("Code", ""), first.get("Message", ""), self._bucket)
 
             async with self.limiter:
                 await self._retrying(attempt, url_key, f"delete of {len(batch)} keys")
@@ -568,7 +558,7 @@ def _cut_partial(content_range: str, data: bytes, byte_range: ByteRange, bucket:
     """The bytes of ``byte_range`` from a 206 answer, after checking its Content-Range covers them."""
     match = _CONTENT_RANGE.fullmatch(content_range.strip())
     if match is None:
-        raise _S3ResponseError(206, "", f"the partial answer has no valid Content-Range ({content_range!r})", bucket)
+        raise S3ResponseError(206, "", f"the partial answer has no valid Content-Range ({content_range!r})", bucket)
     first, last = int(match.group(1)), int(match.group(2))
     if len(data) < last - first + 1:
         raise ShortBodyError(f"received {len(data)} of the {last - first + 1} bytes of Content-Range {content_range}")
@@ -582,7 +572,7 @@ def _cut_partial(content_range: str, data: bytes, byte_range: ByteRange, bucket:
     if (start, stop) == (first, last + 1) and len(data) == stop - start:
         return data
     if start < first or stop > last + 1:
-        raise _S3ResponseError(206, "", f"the answer holds bytes {content_range}, not the range asked for", bucket)
+        raise S3ResponseError(206, "", f"the answer holds bytes {content_range}, not the range asked for", bucket)
     return data[start - first : stop - first]
 
 
@@ -591,95 +581,6 @@ def _without_userinfo(url: str) -> str:
     if parts.username is None and parts.password is None:
         return url
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-
-
-# -- error mapping ----------------------------------------------------------------------------------
-
-_MISSING_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
-_DENIED_CODES = frozenset(
-    "AccessDenied AllAccessDisabled InvalidAccessKeyId SignatureDoesNotMatch ExpiredToken InvalidToken "
-    "TokenRefreshRequired AccountProblem Forbidden 401 403".split()
-)
-_TRANSIENT_CODES = frozenset(
-    "SlowDown RequestTimeout InternalError ServiceUnavailable Throttling ThrottlingException "
-    "RequestLimitExceeded TooManyRequests 500 502 503 504".split()
-)
-_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-_TRANSIENT_TRANSPORT = (
-    BotocoreConnectionError,  # EndpointConnectionError, ConnectTimeoutError, ...
-    HTTPClientError,  # ConnectionClosedError, ReadTimeoutError, ResponseStreamingError
-    IncompleteReadError,
-    aiohttp.ClientConnectionError,  # ServerDisconnectedError, ServerTimeoutError, refused connections
-    aiohttp.ClientPayloadError,  # a body cut short
-    ConnectionError,
-)
-_ERROR_FIELD = re.compile(r"<(Code|Message)>([^<]*)</\1>")
-
-
-class _S3ResponseError(Exception):
-    """S3 answered a request with an error: its HTTP status, error code and message."""
-
-    def __init__(self, status: int | None, code: str, message: str, bucket: str) -> None:
-        self.status, self.code, self.message, self.bucket = status, code, message, bucket
-        super().__init__(self._describe())
-
-    @classmethod
-    def from_client_error(cls, exc: ClientError, bucket: str) -> _S3ResponseError:
-        error = exc.response.get("Error", {})
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return cls(status, str(error.get("Code") or status or ""), str(error.get("Message") or ""), bucket)
-
-    @classmethod
-    def from_answer(cls, status: int, answer: Any, data: bytes, bucket: str) -> _S3ResponseError:
-        """The error in an S3 answer: the Code and Message of its XML body, else its status line."""
-        fields = dict(_ERROR_FIELD.findall(data[:4096].decode("utf-8", "replace")))
-        code = html.unescape(fields.get("Code", "")) or str(status)
-        message = html.unescape(fields.get("Message", "")) or _reason(status)
-        if status in _REGION_REDIRECTS and answer.get("x-amz-bucket-region"):
-            message += f" (the bucket is in {answer['x-amz-bucket-region']})"
-        return cls(status, code, message, bucket)
-
-    @property
-    def missing(self) -> bool:
-        """No object has this key (NoSuchBucket is a different, fatal, failure)."""
-        return self.code in _MISSING_CODES
-
-    def _describe(self) -> str:
-        if self.code == "NoSuchBucket":
-            return (
-                f"the bucket {self.bucket!r} does not exist (HTTP 404 NoSuchBucket); "
-                "check the bucket name, and endpoint_url for S3-compatible servers"
-            )
-        text = f"HTTP {self.status}" if self.status else "S3 error"
-        if self.code and self.code != str(self.status):
-            text += f" {self.code}"
-        return f"{text}: {self.message}" if self.message else text
-
-
-def _reason(status: int) -> str:
-    from http import HTTPStatus
-
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
-
-
-def _classify(exc: BaseException) -> Failure:
-    """How ``call_with_retries`` treats a failed S3 attempt."""
-    if isinstance(exc, _S3ResponseError):
-        if exc.code in _DENIED_CODES or exc.status in (401, 403):
-            return Failure.DENIED
-        if exc.code in _TRANSIENT_CODES or exc.status in _TRANSIENT_STATUS:
-            return Failure.TRANSIENT
-        return Failure.FATAL
-    if isinstance(exc, NoCredentialsError):
-        return Failure.DENIED
-    if isinstance(exc, (SSLError, aiohttp.ClientConnectorCertificateError)):
-        return Failure.FATAL  # a certificate problem does not go away by asking again
-    if isinstance(exc, _TRANSIENT_TRANSPORT):
-        return Failure.TRANSIENT
-    return Failure.FATAL
 
 
 STORE_SCHEMES["s3"] = S3Store.from_url
