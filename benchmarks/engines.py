@@ -339,10 +339,27 @@ class TensorStore(Engine):
         return handle[selection].read().result()
 
     def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
+        return _in_eight_threads(lambda point: handle[point].read().result(), points)
+
+
+class TensorStoreFutures(TensorStore):
+    """tensorstore with every read issued at once as futures: its counterpart of an async API."""
+
+    name = "tensorstore-futures"
+
+    def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
         futures = [handle[point].read() for point in points]
         return [future.result() for future in futures]
 
 
 ENGINES: dict[str, Engine] = {
-    engine.name: engine for engine in (AsyncarrAsync(), AsyncarrSync(), ZarrPython(), ZarrPythonAsync(), TensorStore())
+    engine.name: engine
+    for engine in (
+        AsyncarrAsync(),
+        AsyncarrSync(),
+        ZarrPython(),
+        ZarrPythonAsync(),
+        TensorStore(),
+        TensorStoreFutures(),
+    )
 }

@@ -64,6 +64,7 @@ class Measurement:
     seconds: list[float]
     rss_growth: list[int]
     nbytes: int
+    server_cpu: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -91,6 +92,7 @@ class Measurement:
             "mb_per_s": self.throughput,
             "peak_rss_growth_mib": self.peak_rss / 2**20,
             "seconds": self.seconds,
+            "server_cpu_s": self.server_cpu,
         }
 
 
@@ -102,11 +104,13 @@ def interleaved(
     nbytes: int,
     check: Callable[[str, Any], None] | None = None,
     setup: Callable[[str], None] | None = None,
+    server_cpu: Callable[[], float] | None = None,
 ) -> dict[str, Measurement]:
     """Warm each engine up once, then time ``repeats`` rounds of A B C ... so drift hits all alike.
 
     ``check(engine, result)`` verifies each result (raise to void the figure); ``setup(engine)``
-    runs untimed before every call (e.g. removing what a write made).
+    runs untimed before every call (e.g. removing what a write made); ``server_cpu()``, if given,
+    reads a server's CPU seconds, recorded per call so each engine's cost to the server shows.
     """
     names: Sequence[str] = list(runners)
     results = {name: Measurement(name, task, [], [], nbytes) for name in names}
@@ -120,10 +124,13 @@ def interleaved(
         for name in names:
             if setup:
                 setup(name)
+            cpu_before = server_cpu() if server_cpu else 0.0
             with PeakRSS() as rss:
                 started = time.perf_counter()
                 outcome = runners[name]()
                 elapsed = time.perf_counter() - started
+            if server_cpu:
+                results[name].server_cpu.append(server_cpu() - cpu_before)
             if check:
                 check(name, outcome)
             del outcome

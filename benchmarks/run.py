@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -23,7 +24,16 @@ from .measure import Measurement
 from .workloads import ASYNCARR, field, floors, full_write_and_read, many_small_reads, median_ratio, partial_reads
 
 SYNC_ENGINES = ["asyncarr-sync", "zarr-python", "tensorstore"]
+ASYNCARR_ENGINES = [ASYNCARR, "asyncarr-sync"]
 ALL_ENGINES = [ASYNCARR, *SYNC_ENGINES]
+
+
+_STARTED = time.perf_counter()
+
+
+def _stage(message: str) -> None:
+    """Say on stderr what runs next, and how long the run has taken so far."""
+    print(f"[{time.perf_counter() - _STARTED:4.0f} s] {message}", file=sys.stderr, flush=True)
 
 
 def _specs(quick: bool) -> dict[str, list[ArraySpec]]:
@@ -45,19 +55,23 @@ def run(quick: bool, only: set[str], repeats: int, root: Path) -> list[Measureme
             continue
         for spec in specs[workload]:
             label = f"{workload} v{spec.zarr_format}"
-            print(f"running {label} {spec.shape} chunks {spec.chunks} ...", file=sys.stderr, flush=True)
+            _stage(f"running {label} {spec.shape} chunks {spec.chunks} ...")
             measured = full_write_and_read(label, root, spec, ALL_ENGINES, repeats)
             results.extend(measured)
             shared = str(root / f"{label}-{ASYNCARR}")
             results.extend(floors(label, shared, spec, repeats))
             if workload == "W1" and "W4" in only:
-                print(f"running W4 local on {label} ...", file=sys.stderr, flush=True)
+                _stage(f"running W4 local on {label} ...")
                 results.extend(partial_reads(f"W4 local v{spec.zarr_format}", shared, spec, ALL_ENGINES, 20))
             if workload == "W1" and "W5" in only:
-                print(f"running W5 on {label} ...", file=sys.stderr, flush=True)
+                _stage(f"running W5 on {label} ...")
                 results.extend(
                     many_small_reads(
-                        f"W5 async v{spec.zarr_format}", shared, spec, [ASYNCARR, "zarr-python-async"], repeats
+                        f"W5 async v{spec.zarr_format}",
+                        shared,
+                        spec,
+                        [ASYNCARR, "zarr-python-async", "tensorstore-futures"],
+                        repeats,
                     )
                 )
                 results.extend(
@@ -75,27 +89,52 @@ def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[st
     proxy = LatencyProxy(moto.url, latency=0.02)
     try:
         side = 2048 if quick else 4096
+        # Latencies on S3 are medians of 20 reads; quick mode takes 10 to stay under 3 minutes.
+        s3_latency_repeats = 10 if quick else 20
         spec = ArraySpec((side, side), (256, 256), "float32", 3)
         if "W3" in only:
             for label, endpoint in (("W3 S3 direct", moto.url), ("W3 S3 via 20 ms proxy", proxy.url)):
-                print(f"running {label} {spec.shape} chunks {spec.chunks} ...", file=sys.stderr, flush=True)
+                _stage(f"running {label} {spec.shape} chunks {spec.chunks} ...")
                 s3 = S3Location(endpoint, moto.create_bucket(label.lower().replace(" ", "-")))
-                results.extend(full_write_and_read(label, root, spec, ALL_ENGINES, repeats, s3))
+                results.extend(
+                    full_write_and_read(label, root, spec, ALL_ENGINES, repeats, s3, server_cpu=moto.cpu_seconds)
+                )
                 if endpoint == proxy.url:
                     notes.extend(_request_counts(label, spec, s3, proxy))
         if "W4" in only:
-            print("running W4 S3 via 20 ms proxy ...", file=sys.stderr, flush=True)
+            _stage("running W4 S3 via 20 ms proxy ...")
             s3 = S3Location(proxy.url, moto.create_bucket("w4-s3"))
             ENGINES[ASYNCARR].write("w4", field(spec.shape, spec.dtype), spec, s3)
-            results.extend(partial_reads("W4 S3 via 20 ms proxy", "w4", spec, ALL_ENGINES, 20, s3))
+            results.extend(
+                partial_reads(
+                    "W4 S3 via 20 ms proxy",
+                    "w4",
+                    spec,
+                    ALL_ENGINES,
+                    s3_latency_repeats,
+                    s3,
+                    server_cpu=moto.cpu_seconds,
+                )
+            )
         if "W6" in only:
             shard_side = side // 2
             sharded = ArraySpec((side, side), (256, 256), "float32", 3, shards=(shard_side, shard_side))
-            print(f"running W6 sharded {sharded.shape} shards {sharded.shards} ...", file=sys.stderr, flush=True)
+            _stage(f"running W6 sharded {sharded.shape} shards {sharded.shards} ...")
             results.extend(full_write_and_read("W6 sharded local", root, sharded, ALL_ENGINES, repeats))
             s3 = S3Location(proxy.url, moto.create_bucket("w6-s3"))
             ENGINES[ASYNCARR].write("w6", field(sharded.shape, sharded.dtype), sharded, s3)
-            results.extend(partial_reads("W6 sharded S3 via 20 ms proxy", "w6", sharded, ALL_ENGINES, 20, s3))
+            results.extend(
+                partial_reads(
+                    "W6 sharded S3 via 20 ms proxy",
+                    "w6",
+                    sharded,
+                    ALL_ENGINES,
+                    s3_latency_repeats,
+                    s3,
+                    server_cpu=moto.cpu_seconds,
+                    kinds=("window",),
+                )
+            )
     finally:
         proxy.stop()
         moto.stop()
@@ -117,25 +156,81 @@ def _request_counts(label: str, spec: ArraySpec, s3: S3Location, proxy: Any) -> 
 
 
 def report(results: list[Measurement]) -> str:
-    """A markdown table: each engine's median, spread, throughput, peak RSS and ratio to asyncarr."""
+    """A markdown table: each engine's median, spread, throughput, peak RSS and its ratios to asyncarr.
+
+    Both asyncarr APIs are references: "async / engine" is the median over repeats of the
+    async API's time over the engine's, "sync / engine" the same for the blocking facade.
+    """
     lines = [
-        "| task | engine | median s | min-max s | MB/s | peak RSS +MiB | asyncarr / engine |",
-        "|---|---|---|---|---|---|---|",
+        "| task | engine | median s | min-max s | MB/s | peak RSS +MiB | server CPU s | async / engine "
+        "| sync / engine |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    for task, measured in _by_task(results).items():
+        by_engine = {m.engine: m for m in measured}
+        for m in measured:
+            cells = []
+            for reference_name in ASYNCARR_ENGINES:
+                reference = by_engine.get(reference_name)
+                compared = reference is not None and m is not reference and not m.engine.startswith("floor")
+                cells.append(f"{median_ratio(reference, m):.2f}" if compared else "")
+            server = f"{statistics.median(m.server_cpu):.3f}" if m.server_cpu else ""
+            lines.append(
+                f"| {task} | {m.engine} | {m.median:.4f} | {min(m.seconds):.4f}-{max(m.seconds):.4f} "
+                f"| {m.throughput:.0f} | {m.peak_rss / 2**20:.0f} | {server} | {cells[0]} | {cells[1]} |"
+            )
+    return "\n".join(lines)
+
+
+# The performance issue's targets: (task prefix, task suffix, engine, highest asyncarr/engine ratio).
+TARGETS = [
+    ("W1", "write", "tensorstore", 1.0),
+    ("W1", "write", "zarr-python", 0.45),
+    ("W1", "read", "tensorstore", 1.0),
+    ("W1", "read", "zarr-python", 0.45),
+    ("W2", "write", "tensorstore", 1.0),
+    ("W2", "write", "zarr-python", 0.4),
+    ("W2", "read", "tensorstore", 2.0),
+    ("W2", "read", "zarr-python", 0.15),
+    ("W3 S3 via", "write", "tensorstore", 1.0),
+    ("W3 S3 via", "write", "zarr-python", 0.5),
+    ("W3 S3 via", "read", "tensorstore", 1.0),
+    ("W3 S3 via", "read", "zarr-python", 0.5),
+    ("W4", "row", "tensorstore", 1.0),
+    ("W4", "row", "zarr-python", 0.5),
+    ("W4", "window", "tensorstore", 1.0),
+    ("W4", "window", "zarr-python", 0.5),
+    ("W5 async", "", "zarr-python-async", 0.5),
+    ("W5 8 threads", "", "zarr-python", 0.5),
+]
+
+
+def targets(results: list[Measurement]) -> str:
+    """The targets table: each task's ratios (async API, sync facade) against its limit, met or missed."""
+    lines = [
+        "| task | against | limit | async / engine | sync / engine | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task, measured in _by_task(results).items():
+        by_engine = {m.engine: m for m in measured}
+        for prefix, suffix, engine, limit in TARGETS:
+            if not task.startswith(prefix + " ") or not task.endswith(suffix) or engine not in by_engine:
+                continue
+            ratios = [
+                median_ratio(by_engine[name], by_engine[engine]) if name in by_engine else None
+                for name in ASYNCARR_ENGINES
+            ]
+            shown = [f"{r:.2f}" if r is not None else "" for r in ratios]
+            met = {True: "met", False: "missed"}[min(r for r in ratios if r is not None) <= limit]
+            lines.append(f"| {task} | {engine} | <= {limit} | {shown[0]} | {shown[1]} | {met} |")
+    return "\n".join(lines)
+
+
+def _by_task(results: list[Measurement]) -> dict[str, list[Measurement]]:
     by_task: dict[str, list[Measurement]] = {}
     for m in results:
         by_task.setdefault(m.task, []).append(m)
-    for task, measured in by_task.items():
-        reference = next((m for m in measured if m.engine.startswith("asyncarr")), None)
-        for m in measured:
-            ratio = ""
-            if reference is not None and m is not reference and not m.engine.startswith("floor"):
-                ratio = f"{median_ratio(reference, m):.2f}"
-            lines.append(
-                f"| {task} | {m.engine} | {m.median:.4f} | {min(m.seconds):.4f}-{max(m.seconds):.4f} "
-                f"| {m.throughput:.0f} | {m.peak_rss / 2**20:.0f} | {ratio} |"
-            )
-    return "\n".join(lines)
+    return by_task
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         if only & {"W3", "W4", "W6"}:
             results.extend(run_s3(args.quick, only, args.repeats, Path(tmp), notes))
     print(report(results))
+    print()
+    print(targets(results))
+    print()
     for note in notes:
         print(f"- {note}")
     print(f"\n{len(results)} measurements in {time.perf_counter() - started:.0f} s", file=sys.stderr)

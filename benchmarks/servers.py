@@ -21,6 +21,14 @@ __all__ = ["LatencyProxy", "MotoServer"]
 _TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds used so far by process ``pid`` (Linux /proc)."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        # Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -55,6 +63,10 @@ class MotoServer:
         command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
         self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_until_answering(self.url + "/moto-api/", self._process, "moto_server")
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server has used so far: how much work each engine's requests cost it."""
+        return process_cpu_seconds(self._process.pid)
 
     def create_bucket(self, name: str) -> str:
         """Create ``name`` (PUT on the bucket URL) and return it."""

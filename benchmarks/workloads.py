@@ -49,6 +49,7 @@ def full_write_and_read(
     engines: list[str],
     repeats: int,
     s3: S3Location | None = None,
+    server_cpu: Callable[[], float] | None = None,
 ) -> list[Measurement]:
     """Each engine writes the whole array to its own place; then every engine reads one copy."""
     data = field(spec.shape, spec.dtype)
@@ -64,6 +65,7 @@ def full_write_and_read(
         repeats=repeats,
         nbytes=spec.nbytes,
         setup=clear,
+        server_cpu=server_cpu,
     )
     shared = places[ASYNCARR]
     ENGINES[ASYNCARR].write(shared, data, spec, s3)
@@ -74,12 +76,20 @@ def full_write_and_read(
         repeats=repeats,
         nbytes=spec.nbytes,
         check=_equal_check(data),
+        server_cpu=server_cpu,
     )
     return [*writes.values(), *reads.values()]
 
 
 def partial_reads(
-    label: str, where: str, spec: ArraySpec, engines: list[str], repeats: int, s3: S3Location | None = None
+    label: str,
+    where: str,
+    spec: ArraySpec,
+    engines: list[str],
+    repeats: int,
+    s3: S3Location | None = None,
+    server_cpu: Callable[[], float] | None = None,
+    kinds: tuple[str, ...] = ("row", "window"),
 ) -> list[Measurement]:
     """W4: one row and one 1000x1000 window, each read ``repeats`` times per engine (median latency)."""
     data = field(spec.shape, spec.dtype)
@@ -87,13 +97,15 @@ def partial_reads(
     row = spec.shape[0] // 2
     selections = {"row": (row, slice(None)), "window": (slice(1000, 2000), slice(1000, 2000))}
     results = []
-    for kind, selection in selections.items():
+    for kind in kinds:
+        selection = selections[kind]
         measured = interleaved(
             f"{label} {kind}",
             {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in engines},
             repeats=repeats,
             nbytes=data[selection].nbytes,
             check=_equal_check(data[selection]),
+            server_cpu=server_cpu,
         )
         results.extend(measured.values())
     return results
