@@ -17,7 +17,16 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from interop_cases import CHUNKS_2D, REGION_2D, SHAPE_2D, assert_reads_like_numpy, partially_written
+from interop_cases import (
+    CHUNKS_2D,
+    FORMATS,
+    REGION_2D,
+    SHAPE_2D,
+    ZARR_PYTHON_WARNING_FILTERS,
+    assert_reads_like_numpy,
+    metadata_document,
+    partially_written,
+)
 from zarr.core.dtype import VariableLengthBytes
 
 import asyncarr
@@ -33,12 +42,8 @@ from asyncarr.metadata.dtypes import (
     parse_fill_value,
 )
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning"),
-    pytest.mark.filterwarnings("ignore::zarr.errors.ZarrUserWarning"),
-]
+pytestmark = ZARR_PYTHON_WARNING_FILTERS
 
-FORMATS = [2, 3]
 KINDS = ["str", "bytes"]
 CASES = [(fmt, kind) for fmt in FORMATS for kind in KINDS]
 
@@ -86,10 +91,6 @@ def _create(path: Path, zarr_format: int, kind: str, **kwargs: Any) -> za.Array:
         # The v3 chain named without its serializer: asyncarr inserts vlen-utf8 / vlen-bytes.
         kwargs.setdefault("codecs", [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}])
     return za.open_array(str(path), mode="w", dtype=dtype, zarr_format=zarr_format, **kwargs)
-
-
-def _document(path: Path, zarr_format: int) -> dict:
-    return json.loads((path / (".zarray" if zarr_format == 2 else "zarr.json")).read_text())
 
 
 # --- data types and fill values as JSON ----------------------------------------
@@ -154,7 +155,8 @@ def test_numeric_v2_fill_value_of_a_string_array_reads_as_its_text_like_zarr_pyt
 def test_metadata_of_new_string_and_bytes_arrays_matches_zarr_python(tmp_path, zarr_format, kind):
     ours = _create(tmp_path / "ours", zarr_format, kind, shape=(4,), chunks=(2,))
     zarr.create_array(tmp_path / "theirs", shape=(4,), chunks=(2,), dtype=_zarr_dtype(kind), zarr_format=zarr_format)
-    mine, theirs = _document(tmp_path / "ours", zarr_format), _document(tmp_path / "theirs", zarr_format)
+    mine = metadata_document(tmp_path / "ours", zarr_format)
+    theirs = metadata_document(tmp_path / "theirs", zarr_format)
     assert mine["fill_value"] == theirs["fill_value"] == ""
     if zarr_format == 2:
         assert mine["dtype"] == theirs["dtype"] == "|O"
@@ -175,15 +177,15 @@ def test_dtype_str_and_bytes_create_variable_length_arrays_with_the_default_code
     z[:] = data
     np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
     if zarr_format == 3:
-        assert _document(tmp_path, 3)["codecs"][0]["name"] == ("vlen-utf8" if kind == "str" else "vlen-bytes")
-        assert _document(tmp_path, 3)["codecs"][1]["configuration"]["typesize"] == 1  # as zarr-python's Blosc
+        assert metadata_document(tmp_path, 3)["codecs"][0]["name"] == ("vlen-utf8" if kind == "str" else "vlen-bytes")
+        assert metadata_document(tmp_path, 3)["codecs"][1]["configuration"]["typesize"] == 1  # as zarr-python's Blosc
 
 
 def test_v2_object_dtype_with_a_vlen_utf8_filter_holds_strings(tmp_path):
     z = za.open_array(str(tmp_path), mode="w", shape=(3,), dtype=object, filters=[numcodecs.VLenUTF8()], zarr_format=2)
     assert z.dtype == STRING_DTYPE
     z[:] = ["x", "é", ""]
-    assert _document(tmp_path, 2)["filters"] == [{"id": "vlen-utf8"}]
+    assert metadata_document(tmp_path, 2)["filters"] == [{"id": "vlen-utf8"}]
     np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], np.array(["x", "é", ""], dtype="T"))
 
 
@@ -266,7 +268,7 @@ def test_v3_transposed_variable_length_arrays_are_serialized_in_c_order_as_the_s
     transpose = {"name": "transpose", "configuration": {"order": [1, 0]}}
     z = _create(tmp_path, 3, kind, shape=SHAPE_2D, chunks=CHUNKS_2D, order="F", codecs=[transpose])
     z[:] = data
-    assert _document(tmp_path, 3)["codecs"][0]["name"] == "transpose"
+    assert metadata_document(tmp_path, 3)["codecs"][0]["name"] == "transpose"
     np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
     assert_reads_like_numpy(za.open_array(str(tmp_path), mode="r"), data)
 
@@ -380,7 +382,7 @@ def test_storing_str_in_a_bytes_array_says_to_use_dtype_str(tmp_path, zarr_forma
 
 def test_strings_are_refused_by_the_bytes_codec_with_the_codec_to_use(tmp_path):
     theirs = zarr.create_array(tmp_path, shape=(2,), dtype=str, zarr_format=3)
-    document = _document(tmp_path, 3)
+    document = metadata_document(tmp_path, 3)
     document["codecs"] = [{"name": "bytes", "configuration": {"endian": "little"}}]
     (tmp_path / "zarr.json").write_text(json.dumps(document))
     with pytest.raises(MetadataError, match="use 'vlen-utf8'"):
@@ -391,7 +393,7 @@ def test_strings_are_refused_by_the_bytes_codec_with_the_codec_to_use(tmp_path):
 @pytest.mark.parametrize(("filters", "message"), [(None, "needs an object codec"), ([{"id": "json2"}], "'json2'")])
 def test_v2_object_arrays_of_other_python_objects_are_refused(tmp_path, filters, message):
     zarr.create_array(tmp_path, shape=(2,), dtype=str, zarr_format=2)
-    document = _document(tmp_path, 2)
+    document = metadata_document(tmp_path, 2)
     document["filters"] = filters
     (tmp_path / ".zarray").write_text(json.dumps(document))
     with pytest.raises(MetadataError, match=message):
@@ -401,7 +403,7 @@ def test_v2_object_arrays_of_other_python_objects_are_refused(tmp_path, filters,
 def test_a_zarr_2_string_array_with_fill_value_0_reads_its_missing_chunks_like_zarr_python(tmp_path):
     theirs = zarr.create_array(tmp_path, shape=(6,), chunks=(3,), dtype=str, zarr_format=2)
     theirs[:3] = ["a", "b", "c"]
-    document = _document(tmp_path, 2)
+    document = metadata_document(tmp_path, 2)
     document["fill_value"] = 0
     (tmp_path / ".zarray").write_text(json.dumps(document))
     np.testing.assert_array_equal(za.open_array(str(tmp_path), mode="r")[:], zarr.open_array(tmp_path, mode="r")[:])
