@@ -91,7 +91,9 @@ class ChunkIO:
             drain()
             return
         executor = codec_executor()
-        helpers = [executor.submit(drain) for _ in range(min(len(batches) - 1, codec_thread_count()))]
+        # The caller is one of the workers: one helper fewer than codec threads keeps the cores
+        # busy without more runnable threads than cores (on 2 cores, 3 workers ran slower).
+        helpers = [executor.submit(drain) for _ in range(min(len(batches) - 1, codec_thread_count() - 1))]
         try:
             drain()
         finally:
