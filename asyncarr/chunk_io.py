@@ -17,6 +17,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import math
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -82,31 +83,19 @@ class ChunkIO:
         shares them), which costs less than the hops would for the small reads that share.
         """
         workers = self._read_worker_count()
-        batches = collections.deque(_batches(list(indexer), workers, self.chunk_nbytes))
-
-        def drain() -> None:
-            while True:
-                try:
-                    batch = batches.popleft()  # deque.popleft is atomic: safe from several threads
-                except IndexError:
-                    return
-                self._read_batch(batch, out, None)
-
-        if len(batches) <= 1:
-            drain()
+        queue = _BatchQueue(_batches(list(indexer), workers, self.chunk_nbytes), self._read_batch, out, None)
+        if queue.pending <= 1:
+            queue.drain()
+            queue.raise_first_error()
             return
         executor = codec_executor()
         # The caller is one of the workers: one helper fewer than codec threads keeps the cores
         # busy without more runnable threads than cores (on 2 cores, 3 workers ran slower).
-        helpers = [executor.submit(drain) for _ in range(min(len(batches) - 1, workers - 1))]
-        try:
-            drain()
-        finally:
-            batches.clear()  # on failure, stop the helpers at their next batch
-            # Threads cannot be cancelled: wait for every helper, then report the first failure.
-            concurrent.futures.wait(helpers)
-        for helper in helpers:
-            helper.result()
+        helpers = [executor.submit(queue.drain) for _ in range(min(queue.pending - 1, workers - 1))]
+        queue.drain()
+        # Threads cannot be cancelled: wait for every helper, then report the first failure.
+        concurrent.futures.wait(helpers)
+        queue.raise_first_error()
 
     async def _read_fast(self, projections: list[ChunkProjection], out: np.ndarray) -> None:
         # Concurrent calls reading parts of one chunk (many small reads from a data service)
@@ -344,20 +333,73 @@ class ChunkIO:
     async def _run_batches(
         self, projections: list[ChunkProjection], workers: int, job: Callable[..., None], *args: Any
     ) -> None:
-        """Split ``projections`` into batches for ``workers`` threads; run ``job(batch, *args)`` on codec threads."""
-        if not projections:
+        """Split ``projections`` into batches for ``workers`` threads; run ``job(batch, *args)`` on codec threads.
+
+        The threads take batches from one queue and the last to finish wakes the event loop
+        once, rather than once per batch.
+        """
+        queue = _BatchQueue(_batches(projections, workers, self.chunk_nbytes), job, *args)
+        if not queue.pending:
             return
         loop = asyncio.get_running_loop()
+        finished = loop.create_future()
+        running = min(queue.pending, workers)
+        count_lock = threading.Lock()
+
+        def work() -> None:
+            nonlocal running
+            queue.drain()
+            with count_lock:
+                running -= 1
+                last = running == 0
+            if last:
+                loop.call_soon_threadsafe(_resolve, finished)
+
         executor = codec_executor()
-        futures = [
-            loop.run_in_executor(executor, job, batch, *args)
-            for batch in _batches(projections, workers, self.chunk_nbytes)
-        ]
-        # Wait for every batch (threads cannot be cancelled), then report the first failure.
-        outcomes = await asyncio.gather(*futures, return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        for _ in range(running):
+            executor.submit(work)
+        # Threads cannot be cancelled: a cancelled call still lets them finish their batches.
+        await asyncio.shield(finished)
+        queue.raise_first_error()
+
+
+class _BatchQueue:
+    """Batches of chunks that several threads take turns at, each running ``job(batch, *args)``."""
+
+    def __init__(self, batches: list[list[ChunkProjection]], job: Callable[..., None], *args: Any) -> None:
+        self._batches = collections.deque(batches)
+        self._job = job
+        self._args = args
+        self._errors: list[BaseException] = []
+
+    @property
+    def pending(self) -> int:
+        """Batches not yet taken."""
+        return len(self._batches)
+
+    def drain(self) -> None:
+        """Run batches until none is left; on a failure, record it and leave the rest undone."""
+        while True:
+            try:
+                batch = self._batches.popleft()  # deque.popleft is atomic: safe from several threads
+            except IndexError:
+                return
+            try:
+                self._job(batch, *self._args)
+            except BaseException as exc:
+                self._errors.append(exc)
+                self._batches.clear()  # the other threads stop at their next batch
+                return
+
+    def raise_first_error(self) -> None:
+        """Raise the first failure any thread recorded."""
+        if self._errors:
+            raise self._errors[0]
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _batches(projections: list[ChunkProjection], workers: int, chunk_nbytes: int) -> list[list[ChunkProjection]]:
