@@ -347,6 +347,16 @@ class _GridIndexer:
 
     def __iter__(self) -> Iterator[ChunkProjection]:
         """Yield one projection per touched chunk, in C order of chunk coordinates."""
+        if self.nchunks == 1:
+            # One chunk (a point, or a small window): most small reads, built without products.
+            only = [next(iter(dim)) for dim in self.dim_indexers]
+            chunk_selection = tuple(p.dim_chunk_selection for p in only)
+            out_selection = tuple(only[axis].dim_out_selection for axis in self._kept_axes)
+            if self._needs_ix:
+                chunk_selection, out_selection = _ix(chunk_selection, self.chunks), _ix(out_selection, self.shape)
+            coords = tuple(p.dim_chunk_index for p in only)
+            yield ChunkProjection(coords, chunk_selection, out_selection, all(p.is_complete for p in only))
+            return
         per_dim = [list(dim) for dim in self.dim_indexers]
         # One product per field keeps the per-chunk work in C; the single projection of a
         # dropped axis does not change the order, so its out product can simply omit it.
@@ -370,7 +380,16 @@ class BasicIndexer(_GridIndexer):
         """Normalize ``selection`` for an array of ``shape`` split into ``chunks``."""
         shape, chunks = tuple(shape), tuple(chunks)
         _check_grid(shape, chunks)
-        items = _normalize_items(selection, shape, accept_arrays=False)
+        self._index_axes(_normalize_items(selection, shape, accept_arrays=False), shape, chunks)
+
+    @classmethod
+    def from_items(cls, items: Sequence[int | slice], shape: tuple[int, ...], chunks: tuple[int, ...]) -> BasicIndexer:
+        """The indexer for a selection already normalized to one int or slice per axis, grid checked."""
+        indexer = cls.__new__(cls)
+        indexer._index_axes(items, shape, chunks)
+        return indexer
+
+    def _index_axes(self, items: Sequence[int | slice], shape: tuple[int, ...], chunks: tuple[int, ...]) -> None:
         dims: list[DimIndexer] = []
         for axis, (item, dim_len, chunk_len) in enumerate(zip(items, shape, chunks, strict=True)):
             if isinstance(item, slice):

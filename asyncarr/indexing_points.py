@@ -363,7 +363,7 @@ def indexer_for(selection: Any, shape: tuple[int, ...], chunks: tuple[int, ...])
     items = _normalize_items(selection, shape, accept_arrays=True, masks_span_axes=True)
     array_axes = [axis for axis, item in enumerate(items) if isinstance(item, np.ndarray)]
     if not array_axes:
-        return BasicIndexer(tuple(items), shape, chunks)
+        return BasicIndexer.from_items(items, shape, chunks)
     expanded = _expand_masks(items, shape)
     adjacent = _advanced_indices_adjacent(selection)
     (array_axis, *others) = array_axes

@@ -34,9 +34,13 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
 
+# Read once: os.cpu_count() reads a file in /sys on Linux, and this is asked on every read.
+_CPU_COUNT = os.cpu_count() or 1
+
+
 def codec_thread_count() -> int:
     """Return how many codec threads the current settings ask for."""
-    return config.get("codec_threads") or os.cpu_count() or 1
+    return config.get("codec_threads") or _CPU_COUNT
 
 
 def codec_executor() -> ThreadPoolExecutor:
