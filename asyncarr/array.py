@@ -253,18 +253,24 @@ class AsyncArray:
 
     @property
     def reads_blocking(self) -> bool:
-        """Whether `read_blocking` works here: stores with blocking I/O (local, memory), no sharding."""
-        return self._chunk_io().reads_blocking
+        """Whether `read_blocking` may serve reads here: stores with blocking I/O (local, memory)."""
+        return self._store.supports_sync_io
 
     def read_blocking(self, kind: str, selection: Any) -> Any:
         """Read in the calling thread, with no event loop: the sync facade's path for local and memory stores.
 
         ``kind`` names the selection as the coroutines do: ``"getitem"``, ``"basic"``,
-        ``"orthogonal"``, ``"coordinate"`` or ``"mask"``. Only for arrays where `reads_blocking`.
+        ``"orthogonal"``, ``"coordinate"`` or ``"mask"``. Returns ``NotImplemented`` when the
+        read needs the event loop (a store without blocking I/O, or part of a shard): await the
+        coroutine instead.
         """
         indexer = _READ_INDEXERS[kind](selection, self.shape, self._grid)
+        chunk_io = self._chunk_io()
+        projections = list(indexer) if chunk_io.store.supports_sync_io else []
+        if not chunk_io.serves_blocking(projections):
+            return NotImplemented
         buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
-        self._chunk_io().read_into_blocking(indexer, buffer)
+        chunk_io.read_into_blocking(projections, buffer)
         return _finalized(indexer, buffer)
 
     def _chunk_io(self) -> ChunkIO:

@@ -7,6 +7,7 @@ the codec threads, each job reading, decoding and copying its chunks without a r
 through the event loop per chunk — most of the cost when chunks are small. Those stores can
 also be read with no event loop at all (``read_into_blocking``): the sync facade's calls then
 run in the caller's thread, helped by the codec threads when there is more than one batch.
+Parts of shards are the exception: they take ranged reads, which only the async engine does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import functools
 import math
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,25 +66,32 @@ class ChunkIO:
 
     async def read_into(self, indexer: Any, out: np.ndarray) -> None:
         """Fill ``out`` with the selection ``indexer`` describes."""
-        if self.reads_blocking:
-            await self._read_fast(list(indexer), out)
+        if not self.store.supports_sync_io:
+            await self._read_async(indexer, indexer.nchunks, out)
+            return
+        projections = list(indexer)
+        if self.serves_blocking(projections):
+            await self._read_fast(projections, out)
         else:
-            await self._read_async(indexer, out)
+            await self._read_async(projections, len(projections), out)
 
-    @property
-    def reads_blocking(self) -> bool:
-        """Whether ``read_into_blocking`` can serve reads: blocking store I/O, no partial shard reads."""
-        return self.store.supports_sync_io and partial_read_codec(self.pipeline) is None
+    def serves_blocking(self, projections: Sequence[ChunkProjection]) -> bool:
+        """Whether the blocking engine can read ``projections``: the store does blocking I/O and no
+        projection takes part of a shard (those take ranged reads, on the async engine)."""
+        if not self.store.supports_sync_io:
+            return False
+        return partial_read_codec(self.pipeline) is None or all(p.is_complete_chunk for p in projections)
 
-    def read_into_blocking(self, indexer: Any, out: np.ndarray) -> None:
-        """Fill ``out`` in the calling thread, the codec threads helping with any further batches.
+    def read_into_blocking(self, projections: list[ChunkProjection], out: np.ndarray) -> None:
+        """Fill ``out`` in the calling thread, the codec threads helping with any further batches;
+        only for projections the blocking engine `serves_blocking`.
 
         Without an event loop there is no hand-off per call: a one-chunk read costs its read and
         decode only. Concurrent calls decode shared chunks each on their own (the async engine
         shares them), which costs less than the hops would for the small reads that share.
         """
         workers = self._read_worker_count()
-        queue = _BatchQueue(_batches(list(indexer), workers, self.chunk_nbytes), self._read_batch, out, None)
+        queue = _BatchQueue(_batches(projections, workers, self.chunk_nbytes), self._read_batch, out, None)
         if queue.pending <= 1:
             queue.drain()
             queue.raise_first_error()
@@ -147,7 +155,7 @@ class ChunkIO:
             decoded[key] = chunk  # one key per thread: dict assignment is atomic
             out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
 
-    async def _read_async(self, indexer: Any, out: np.ndarray) -> None:
+    async def _read_async(self, projections: Iterable[ChunkProjection], count: int, out: np.ndarray) -> None:
         store, pipeline = self.store, self.pipeline
         limiter = store.limiter
         settings = config.current()
@@ -179,7 +187,7 @@ class ChunkIO:
                 batcher.add(job, len(data))
 
         try:
-            await for_each_concurrently(indexer, fetch, min(settings.concurrency, max(1, indexer.nchunks)))
+            await for_each_concurrently(projections, fetch, min(settings.concurrency, max(1, count)))
         finally:
             await batcher.wait()
 

@@ -70,8 +70,7 @@ def _from_environment() -> Settings:
                 values[field.name] = _parse_env(field.name, raw)
             except ValueError as exc:
                 raise ValueError(
-                    f"environment variable ASYNCARR_{field.name.upper()}={raw!r} is not a valid "
-                    f"{field.name}: {exc}"
+                    f"environment variable ASYNCARR_{field.name.upper()}={raw!r} is not a valid {field.name}: {exc}"
                 ) from None
     return _validated(Settings(), values)
 

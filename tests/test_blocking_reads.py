@@ -111,12 +111,29 @@ def test_missing_chunks_read_as_the_fill_value(tmp_path: pathlib.Path) -> None:
     np.testing.assert_array_equal(z[5:15, 15:25], expected[5:15, 15:25])
 
 
-def test_sharded_arrays_still_read_through_the_event_loop(tmp_path: pathlib.Path) -> None:
-    # Partial shard reads are async-only: the facade must not take the in-thread path for them.
+def test_whole_shards_read_in_thread_and_parts_of_shards_through_the_loop(tmp_path: pathlib.Path) -> None:
+    # Whole shards are chunks like any other; parts of shards take ranged reads, async only.
+    data = np.arange(64 * 64, dtype="i2").reshape(64, 64)
     z = za.open_array(str(tmp_path / "s.zarr"), mode="w", shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="i2")
-    z[...] = np.arange(64 * 64, dtype="i2").reshape(64, 64)
-    assert not z.async_array.reads_blocking
-    np.testing.assert_array_equal(z[3:40, 9], np.arange(64 * 64, dtype="i2").reshape(64, 64)[3:40, 9])
+    z[...] = data
+    assert z.async_array.read_blocking("getitem", (3, 9)) is NotImplemented
+    _blocked_loop_thread(2.0)
+    started = time.perf_counter()
+    np.testing.assert_array_equal(z[...], data)
+    np.testing.assert_array_equal(z[32:, :32], data[32:, :32])
+    assert time.perf_counter() - started < 1.0, "whole-shard reads waited for the blocked event loop"
+    np.testing.assert_array_equal(z[3:40, 9], data[3:40, 9])  # through the loop, once it is free again
+
+
+def test_sharded_edge_shards_and_missing_inner_chunks_read_in_thread(tmp_path: pathlib.Path) -> None:
+    z = za.open_array(
+        str(tmp_path / "e.zarr"), mode="w", shape=(50, 45), chunks=(8, 8), shards=(16, 16), dtype="f4", fill_value=-1
+    )
+    z[3:20, 30:41] = 5.0
+    expected = np.full((50, 45), -1, dtype="f4")
+    expected[3:20, 30:41] = 5.0
+    assert z.async_array.read_blocking("getitem", Ellipsis) is not NotImplemented
+    np.testing.assert_array_equal(z[...], expected)
 
 
 def test_the_in_thread_path_follows_the_codec_thread_setting(array: za.Array) -> None:

@@ -426,8 +426,12 @@ class _V3Pipeline(CodecPipeline):
         return array
 
     def _decode_straight_into(self, data: Buffer, chunk_shape: tuple[int, ...], destination: np.ndarray) -> bool:
-        if self.array_array or not isinstance(self.array_bytes, BytesCodec):
+        if self.array_array:
             return False
+        if not isinstance(self.array_bytes, BytesCodec):
+            # A serializer that fills arrays itself (sharding writes each inner chunk in place).
+            spec = self._specs(chunk_shape)[-1]
+            return not self.bytes_bytes and self.array_bytes.decode_into(data, spec, destination)
         if self.array_bytes.stored_dtype(self.dtype) != self.dtype:
             return False
         buffer = _flat_bytes(destination, "C")

@@ -262,6 +262,12 @@ class ShardingCodec(ArrayBytesCodec):
 
     def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
         """Decode a whole shard; absent inner chunks read as the fill value."""
+        shard = np.empty(self.shard_shape, dtype=spec.dtype)
+        self.decode_into(data, spec, shard)
+        return shard
+
+    def decode_into(self, data: Buffer, spec: ChunkSpec, destination: np.ndarray) -> bool:
+        """Decode a whole shard into `destination` (the caller's output: no shard-sized copy)."""
         self._check_spec(spec)
         view = memoryview(data).cast("B")
         if len(view) < self.index_nbytes:
@@ -274,18 +280,22 @@ class ShardingCodec(ArrayBytesCodec):
         ends = index[..., 0][present] + index[..., 1][present]
         if ends.size and int(ends.max()) > len(view):
             raise ValueError(f"the shard index points past the end of the shard ({len(view)} bytes)")
-        shard = np.empty(self.shard_shape, dtype=spec.dtype)
         if not present.all():
-            shard[...] = self.fill_value
+            destination[...] = self.fill_value
         for coords in (tuple(int(i) for i in row) for row in np.argwhere(present)):
             offset, nbytes = (int(n) for n in index[coords])
             try:
                 self.inner_pipeline.decode_into(
-                    view[offset : offset + nbytes], self.inner_chunk_shape, "", shard, self.inner_region(coords), ()
+                    view[offset : offset + nbytes],
+                    self.inner_chunk_shape,
+                    "",
+                    destination,
+                    self.inner_region(coords),
+                    (),
                 )
             except CodecError as exc:
                 raise ValueError(f"inner chunk {coords}: {exc.__cause__}") from exc.__cause__
-        return shard
+        return True
 
     def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
         """Encode a whole shard; inner chunks equal to the fill value are left out (as absent)

@@ -117,6 +117,11 @@ class ArrayBytesCodec(V3Codec):
         """Return the exact serialized size for `spec`, or None if it varies."""
         return None
 
+    def decode_into(self, data: Buffer, spec: ChunkSpec, destination: np.ndarray) -> bool:
+        """Deserialize `data` straight into `destination` (an array of `spec`'s shape and dtype, any
+        layout) and return True, or return False, untouched, if this codec cannot."""
+        return False
+
 
 class BytesBytesCodec(V3Codec):
     """A codec that maps bytes to bytes (compressors, checksums)."""
