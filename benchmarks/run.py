@@ -11,6 +11,7 @@ read is checked equal to the data written, and a wrong result voids the run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -117,8 +118,10 @@ def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[st
                 )
             )
         if "W6" in only:
-            shard_side = side // 2
-            sharded = ArraySpec((side, side), (256, 256), "float32", 3, shards=(shard_side, shard_side))
+            # W1's array (and chunks, now inner chunks) in shards of half its side: 4 shards.
+            w1 = _specs(quick)["W1"][-1]
+            shard_side = w1.shape[0] // 2
+            sharded = dataclasses.replace(w1, zarr_format=3, shards=(shard_side, shard_side))
             _stage(f"running W6 sharded {sharded.shape} shards {sharded.shards} ...")
             results.extend(full_write_and_read("W6 sharded local", root, sharded, ALL_ENGINES, repeats))
             s3 = S3Location(proxy.url, moto.create_bucket("w6-s3"))
