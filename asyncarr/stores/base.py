@@ -50,6 +50,15 @@ class ByteRange:
         return data[start:stop]
 
 
+def _range_header(byte_range: ByteRange) -> str | None:
+    """The HTTP Range header asking for ``byte_range`` (None: the whole value)."""
+    if byte_range.suffix is not None:
+        return f"bytes=-{byte_range.suffix}"
+    if byte_range.length is None:
+        return f"bytes={byte_range.offset}-" if byte_range.offset else None
+    return f"bytes={byte_range.offset}-{byte_range.offset + byte_range.length - 1}"
+
+
 def validate_key(key: str) -> str:
     """Return ``key`` if it is a safe store key, else raise ValueError saying why."""
     if not isinstance(key, str):

@@ -29,7 +29,7 @@ from yarl import URL
 
 from .. import config
 from ..errors import ReadOnlyError, StoreError
-from .base import ByteRange, Store, validate_key
+from .base import ByteRange, Store, _range_header, validate_key
 from .clients import PerLoopClients
 from .retry import Failure, ShortBodyError, call_with_retries
 from .url import STORE_SCHEMES
@@ -75,15 +75,6 @@ def _checked_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
         if not isinstance(name, str) or not isinstance(value, str):
             raise TypeError(f"header names and values must be strings; the header {name!r} is not")
     return dict(headers)
-
-
-def _range_header(byte_range: ByteRange) -> str | None:
-    """The Range header asking for ``byte_range`` (None: the whole value)."""
-    if byte_range.suffix is not None:
-        return f"bytes=-{byte_range.suffix}"
-    if byte_range.length is None:
-        return f"bytes={byte_range.offset}-" if byte_range.offset else None
-    return f"bytes={byte_range.offset}-{byte_range.offset + byte_range.length - 1}"
 
 
 # -- client lifecycle ------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from botocore.loaders import Loader, create_loader
 from yarl import URL
 
 from .. import config
-from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .base import ByteRange, Store, _normalize_prefix, _range_header, validate_key
 from .clients import PerLoopClients
 from .retry import ShortBodyError, call_with_retries
 from .s3_errors import REGION_REDIRECTS, S3ResponseError, classify
@@ -533,15 +533,6 @@ class S3Store(Store):
 
         batches = [object_keys[i : i + _DELETE_BATCH] for i in range(0, len(object_keys), _DELETE_BATCH)]
         await asyncio.gather(*(delete_batch(batch) for batch in batches))
-
-
-def _range_header(byte_range: ByteRange) -> str | None:
-    """The Range header asking for ``byte_range`` (None: the whole object)."""
-    if byte_range.suffix is not None:
-        return f"bytes=-{byte_range.suffix}"
-    if byte_range.length is None:
-        return f"bytes={byte_range.offset}-" if byte_range.offset else None
-    return f"bytes={byte_range.offset}-{byte_range.offset + byte_range.length - 1}"
 
 
 def _check_length(answer: Any, data: bytes) -> None:
