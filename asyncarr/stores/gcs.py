@@ -31,7 +31,8 @@ from gcsfs.core import GCSFileSystem
 from gcsfs.retry import HttpError, NonRetryableError
 
 from .. import config
-from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .base import ByteRange, _normalize_prefix
+from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import PerLoopClients
 from .retry import Failure, call_with_retries
 from .url import STORE_SCHEMES
@@ -79,7 +80,7 @@ class _SingleAttemptFileSystem(GCSFileSystem):
     _request = getattr(GCSFileSystem._request, "__wrapped__", GCSFileSystem._request)
 
 
-class GCSStore(Store):
+class GCSStore(BucketStore):
     """Objects under ``prefix`` in a GCS bucket; key ``a/b`` is the object ``prefix/a/b``.
 
     ``token="anon"`` reads public data without credentials; otherwise ``token`` is anything
@@ -88,6 +89,9 @@ class GCSStore(Store):
     emulators. ``max_connections`` caps the connections of one event loop's client (default
     ``config.concurrency``); other keyword arguments go to ``gcsfs.GCSFileSystem``.
     """
+
+    _service = "GCS"
+    _scheme = "gs"
 
     def __init__(
         self,
@@ -101,48 +105,26 @@ class GCSStore(Store):
         max_connections: int | None = None,
         **gcsfs_kwargs: Any,
     ) -> None:
-        super().__init__(read_only=read_only)
-        if not isinstance(bucket, str) or not bucket or "/" in bucket:
-            raise ValueError(f"GCS bucket names are non-empty and contain no '/', got {bucket!r}")
+        super().__init__(bucket, prefix, read_only=read_only)
         _check_token(token)
         reserved = sorted(set(gcsfs_kwargs) & set(_RESERVED_GCSFS_OPTIONS))
         if reserved:
             raise TypeError(f"GCSStore sets {', '.join(reserved)} itself; do not pass them")
         if max_connections is not None and (not isinstance(max_connections, int) or max_connections < 1):
             raise ValueError(f"max_connections must be a positive int or None, got {max_connections!r}")
-        self._bucket = bucket
-        self._root = _normalize_prefix(prefix)
         self._token = token
         self._project = project
         self._endpoint_url = _emulator_endpoint(endpoint_url)
         self._max_connections = max_connections
         self._gcsfs_kwargs = gcsfs_kwargs
-        self._location = f"gs://{bucket}/{self._root[:-1]}" if self._root else f"gs://{bucket}"
         self._clients = PerLoopClients("GCS", self._location, _log)
 
     @classmethod
     def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> GCSStore:
         """Open ``gs://bucket/prefix`` (or ``gcs://``) with storage options token, project, endpoint_url."""
-        unknown = sorted(set(storage_options) - set(_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"unknown storage_options for {url!r}: {', '.join(unknown)}; GCS stores accept {', '.join(_OPTIONS)}"
-            )
-        scheme, separator, rest = url.partition("://")
-        bucket, _, prefix = rest.partition("/")
-        if scheme.lower() not in ("gs", "gcs") or not separator or not bucket:
-            raise ValueError(f"{url!r} is not a GCS URL; write gs://bucket or gs://bucket/prefix")
+        check_storage_options(url, storage_options, _OPTIONS, "GCS")
+        bucket, prefix = split_bucket_url(url, ("gs", "gcs"), "a GCS URL")
         return cls(bucket, prefix, read_only=read_only, **storage_options)
-
-    @property
-    def bucket(self) -> str:
-        """The bucket holding the keys."""
-        return self._bucket
-
-    @property
-    def prefix(self) -> str:
-        """The object-name prefix of the store root ('' for the whole bucket), without a trailing '/'."""
-        return self._root[:-1]
 
     @property
     def anonymous(self) -> bool:
@@ -153,11 +135,6 @@ class GCSStore(Store):
     def endpoint_url(self) -> str | None:
         """The emulator or private endpoint requests go to (None: Google's)."""
         return self._endpoint_url
-
-    @property
-    def location(self) -> str:
-        """``gs://bucket`` or ``gs://bucket/prefix``."""
-        return self._location
 
     def __repr__(self) -> str:
         flags = [repr(self._location)]
@@ -266,31 +243,22 @@ class GCSStore(Store):
         metadata = await self._metadata(key)
         return None if metadata is None else int(metadata["size"])
 
-    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        """Yield every key below ``prefix`` (every page of the listing, streamed)."""
-        start = len(self._root)
-        async for page in self._pages(_normalize_prefix(prefix)):
-            for item in page.get("items", ()):
-                if not item["name"].endswith("/"):  # folder markers made by other tools are not keys
-                    yield item["name"][start:]
-
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         """Yield the names of the objects and 'directories' directly inside ``prefix``, each once."""
         start = len(self._root) + len(_normalize_prefix(prefix))
         seen: set[str] = set()
-        async for page in self._pages(_normalize_prefix(prefix), delimiter="/"):
-            names = [common[start:-1] for common in page.get("prefixes", ())]
-            names += [item["name"][start:] for item in page.get("items", ())]
-            for name in names:
-                if name and name not in seen:  # '' is the folder marker of ``prefix`` itself
-                    seen.add(name)
-                    yield name
+        async for names, prefixes in self._list_pages(_normalize_prefix(prefix), delimiter="/"):
+            children = [common[start:-1] for common in prefixes] + [name[start:] for name in names]
+            for child in children:
+                if child and child not in seen:  # '' is the folder marker of ``prefix`` itself
+                    seen.add(child)
+                    yield child
 
     async def delete_prefix(self, prefix: str) -> None:
         """Delete every object below ``prefix`` ('' empties the store root)."""
         self._check_writable()
         below = _normalize_prefix(prefix)
-        names = [item["name"] async for page in self._pages(below) for item in page.get("items", ())]
+        names = await self._object_names_below(below)
         limiter = self.limiter
 
         async def remove(name: str) -> None:
@@ -300,12 +268,6 @@ class GCSStore(Store):
         await asyncio.gather(*(remove(name) for name in names))
 
     # -- requests ------------------------------------------------------------------------------
-
-    def _object_name(self, key: str) -> str:
-        validate_key(key)
-        if not key or key.endswith("/") or "//" in key:
-            raise ValueError(f"store key {key!r} is empty or has an empty segment; GCSStore keys name objects")
-        return self._root + key
 
     def _retrying(self, attempt: Callable[[], Awaitable[_T]], key: str, action: str) -> Awaitable[_T]:
         hint = _ANON_HINT if self.anonymous else _PUBLIC_HINT
@@ -333,8 +295,8 @@ class GCSStore(Store):
 
         await self._retrying(attempt, key, "delete")
 
-    async def _pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[dict[str, Any]]:
-        """Yield the listing pages of object names starting with ``below`` (relative to the root)."""
+    async def _list_pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[tuple[list[str], list[str]]]:
+        """Yield the object names and common prefixes of each listing page below the root and ``below``."""
         page_token: str | None = None
         while True:
 
@@ -356,7 +318,7 @@ class GCSStore(Store):
                     raise _MissingBucketError(self._bucket) from None
 
             page = await self._retrying(attempt, below.rstrip("/"), "list")
-            yield page
+            yield [item["name"] for item in page.get("items", ())], page.get("prefixes", [])
             page_token = page.get("nextPageToken")
             if not page_token:
                 return

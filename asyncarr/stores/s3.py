@@ -37,7 +37,8 @@ from botocore.loaders import Loader, create_loader
 from yarl import URL
 
 from .. import config
-from .base import ByteRange, Store, _normalize_prefix, _range_header, validate_key
+from .base import ByteRange, _normalize_prefix, _range_header
+from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import PerLoopClients
 from .retry import ShortBodyError, call_with_retries
 from .s3_errors import REGION_REDIRECTS, S3ResponseError, classify
@@ -117,7 +118,7 @@ def _shared_loader() -> Loader:
         return _loader
 
 
-class S3Store(Store):
+class S3Store(BucketStore):
     """Objects under ``prefix`` in an S3 bucket; key ``a/b`` is the object ``prefix/a/b``.
 
     ``anon=True`` sends unsigned requests (public data, no credentials needed or looked
@@ -129,6 +130,9 @@ class S3Store(Store):
     ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
     ``aws_session_token`` and ``verify`` (False, or a CA bundle path).
     """
+
+    _service = "S3"
+    _scheme = "s3"
 
     def __init__(
         self,
@@ -145,9 +149,7 @@ class S3Store(Store):
         profile: str | None = None,
         client_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(read_only=read_only)
-        if not isinstance(bucket, str) or not bucket or "/" in bucket:
-            raise ValueError(f"S3 bucket names are non-empty and contain no '/', got {bucket!r}")
+        super().__init__(bucket, prefix, read_only=read_only)
         extra = dict(client_kwargs or {})
         unknown = sorted(set(extra) - set(_CLIENT_KWARGS) - {"verify"})
         if unknown:
@@ -165,15 +167,12 @@ class S3Store(Store):
             raise ValueError("S3Store: anon=True sends unsigned requests; do not also pass key/secret/token/profile")
         if bool(key) != bool(secret):
             raise ValueError("S3Store: pass both key and secret (or neither, to use the profile or environment)")
-        self._bucket = bucket
-        self._root = _normalize_prefix(prefix)
         self._anon = bool(anon)
         self._region = region
         self._endpoint_url = endpoint_url
         self._credentials = _Credentials(key, secret, token)
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
-        self._location = f"s3://{bucket}/{self._root[:-1]}" if self._root else f"s3://{bucket}"
         self._clients = PerLoopClients("S3", self._location, _log)  # the session, aiobotocore client, credentials
         self._signer = Signer("s3")
         self._credential_source: Any = None  # botocore's (possibly refreshable) credentials, found once
@@ -183,36 +182,14 @@ class S3Store(Store):
     @classmethod
     def from_url(cls, url: str, *, read_only: bool = False, **storage_options: Any) -> S3Store:
         """Open ``s3://bucket/prefix`` with storage options (anon, region, endpoint_url, key, ...)."""
-        unknown = sorted(set(storage_options) - set(_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"unknown storage_options for {url!r}: {', '.join(unknown)}; S3 stores accept {', '.join(_OPTIONS)}"
-            )
-        scheme, separator, rest = url.partition("://")
-        bucket, _, prefix = rest.partition("/")
-        if scheme.lower() != "s3" or not separator or not bucket:
-            raise ValueError(f"{url!r} is not an S3 URL; write s3://bucket or s3://bucket/prefix")
+        check_storage_options(url, storage_options, _OPTIONS, "S3")
+        bucket, prefix = split_bucket_url(url, ("s3",), "an S3 URL")
         return cls(bucket, prefix, read_only=read_only, **storage_options)
-
-    @property
-    def bucket(self) -> str:
-        """The bucket holding the keys."""
-        return self._bucket
-
-    @property
-    def prefix(self) -> str:
-        """The object-name prefix of the store root ('' for the whole bucket), without a trailing '/'."""
-        return self._root[:-1]
 
     @property
     def anon(self) -> bool:
         """Whether requests are sent unsigned (anonymous access to public data)."""
         return self._anon
-
-    @property
-    def location(self) -> str:
-        """``s3://bucket`` or ``s3://bucket/prefix``."""
-        return self._location
 
     def __repr__(self) -> str:
         flags = [repr(self._location)]
@@ -314,7 +291,7 @@ class S3Store(Store):
 
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Return the object at ``key`` (or the requested range of it), or None if there is none."""
-        object_key = self._object_key(key)
+        object_key = self._object_name(key)
         if byte_range is not None and (byte_range.length == 0 or byte_range.suffix == 0):
             return b"" if await self.exists(key) else None  # HTTP cannot ask for zero bytes
         range_header = None if byte_range is None else _range_header(byte_range)
@@ -338,7 +315,7 @@ class S3Store(Store):
     async def set(self, key: str, value: bytes) -> None:
         """Store ``value`` as the object at ``key``."""
         self._check_writable()
-        object_key = self._object_key(key)
+        object_key = self._object_name(key)
         body = value if isinstance(value, (bytes, bytearray)) else bytes(value)
         # The SHA-256 of the body, not UNSIGNED-PAYLOAD: S3 checks it (a body damaged on the way
         # is refused), and S3-compatible servers accept it over plain HTTP as well as HTTPS.
@@ -354,7 +331,7 @@ class S3Store(Store):
     async def delete(self, key: str) -> None:
         """Delete the object at ``key``; a missing object is not an error."""
         self._check_writable()
-        object_key = self._object_key(key)
+        object_key = self._object_name(key)
 
         async def attempt() -> None:
             status, answer, data = await self._exchange("DELETE", object_key)
@@ -366,7 +343,7 @@ class S3Store(Store):
     async def delete_many(self, keys: Iterable[str]) -> None:
         """Delete many objects with DeleteObjects, 1000 per request; missing keys are ignored."""
         self._check_writable()
-        await self._delete_objects([self._object_key(key) for key in keys], "")
+        await self._delete_objects([self._object_name(key) for key in keys], "")
 
     async def exists(self, key: str) -> bool:
         """Whether an object is stored at ``key`` (a HEAD request)."""
@@ -376,36 +353,24 @@ class S3Store(Store):
         """Size of the object at ``key`` from a HEAD request, or None if missing."""
         return await self._head(key)
 
-    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        """Yield every key below ``prefix`` (ListObjectsV2, every page)."""
-        start = len(self._root)
-        async for page in self._pages(_normalize_prefix(prefix)):
-            for entry in page.get("Contents", ()):
-                if not entry["Key"].endswith("/"):  # folder markers made by other tools are not keys
-                    yield entry["Key"][start:]
-
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         """Yield the names of the objects and 'directories' directly inside ``prefix``."""
         start = len(self._root) + len(_normalize_prefix(prefix))
-        async for page in self._pages(_normalize_prefix(prefix), delimiter="/"):
-            for common in page.get("CommonPrefixes", ()):
-                yield common["Prefix"][start:-1]
-            for entry in page.get("Contents", ()):
-                name = entry["Key"][start:]
-                if name:  # the folder marker of ``prefix`` itself
-                    yield name
+        async for names, prefixes in self._list_pages(_normalize_prefix(prefix), delimiter="/"):
+            for common in prefixes:
+                yield common[start:-1]
+            for name in names:
+                child = name[start:]
+                if child:  # '' is the folder marker of ``prefix`` itself
+                    yield child
 
     async def delete_prefix(self, prefix: str) -> None:
         """Delete every object below ``prefix`` ('' empties the store root)."""
         self._check_writable()
         below = _normalize_prefix(prefix)
-        object_keys = [entry["Key"] async for page in self._pages(below) for entry in page.get("Contents", ())]
-        await self._delete_objects(object_keys, below.rstrip("/"))
+        await self._delete_objects(await self._object_names_below(below), below.rstrip("/"))
 
     # -- object requests: aiohttp and sigv4 ---------------------------------------------------------
-
-    def _object_key(self, key: str) -> str:
-        return self._root + validate_key(key)
 
     def _retrying(self, attempt: Callable[[], Awaitable[_T]], key: str, action: str) -> Awaitable[_T]:
         hint = _PRIVATE_HINT if self._anon else _PUBLIC_HINT
@@ -473,7 +438,7 @@ class S3Store(Store):
 
     async def _head(self, key: str) -> int | None:
         """The size of the object at ``key``, or None if there is none."""
-        object_key = self._object_key(key)
+        object_key = self._object_name(key)
 
         async def attempt() -> int | None:
             status, answer, data = await self._exchange("HEAD", object_key)
@@ -503,8 +468,8 @@ class S3Store(Store):
         except ClientError as exc:
             raise S3ResponseError.from_client_error(exc, self._bucket) from exc
 
-    async def _pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[dict[str, Any]]:
-        """Yield the ListObjectsV2 pages of object names starting with ``below`` (relative to the root)."""
+    async def _list_pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[tuple[list[str], list[str]]]:
+        """Yield the object names and common prefixes of each ListObjectsV2 page below the root and ``below``."""
         arguments: dict[str, Any] = {"Prefix": self._root + below}
         if delimiter:
             arguments["Delimiter"] = delimiter
@@ -512,7 +477,10 @@ class S3Store(Store):
             page = await self._retrying(
                 functools.partial(self._request, "list_objects_v2", **arguments), below.rstrip("/"), "list"
             )
-            yield page
+            yield (
+                [entry["Key"] for entry in page.get("Contents", ())],
+                [common["Prefix"] for common in page.get("CommonPrefixes", ())],
+            )
             if not page.get("IsTruncated"):
                 return
             arguments = {**arguments, "ContinuationToken": page["NextContinuationToken"]}

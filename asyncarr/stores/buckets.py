@@ -1,0 +1,92 @@
+"""What the cloud drivers share: their URLs and storage options, and keys as object names under a prefix.
+
+`BucketStore` sits between `Store` and the S3 and GCS drivers; the Azure driver, whose URLs
+have forms of their own, shares only `check_storage_options`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from .base import Store, _normalize_prefix, validate_key
+
+__all__ = ["BucketStore", "check_storage_options", "split_bucket_url"]
+
+
+def check_storage_options(url: str, storage_options: Mapping[str, Any], accepted: Sequence[str], service: str) -> None:
+    """Raise TypeError naming the ``storage_options`` of ``url`` that ``service``'s stores do not accept."""
+    unknown = sorted(set(storage_options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"unknown storage_options for {url!r}: {', '.join(unknown)}; {service} stores accept {', '.join(accepted)}"
+        )
+
+
+def split_bucket_url(url: str, schemes: tuple[str, ...], kind: str) -> tuple[str, str]:
+    """``(bucket, prefix)`` of ``scheme://bucket/prefix``; else ValueError saying ``url`` is not ``kind``."""
+    scheme, separator, rest = url.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    if scheme.lower() not in schemes or not separator or not bucket:
+        example = f"{schemes[0]}://bucket"
+        raise ValueError(f"{url!r} is not {kind}; write {example} or {example}/prefix")
+    return bucket, prefix
+
+
+class BucketStore(Store):
+    """Objects under ``prefix`` in one bucket of an object store; key ``a/b`` is the object ``prefix/a/b``.
+
+    A subclass names its service and URL scheme and lists object names page by page
+    (`_list_pages`, full names, as the service sends them); keys become object names
+    through `_object_name`.
+    """
+
+    _service: ClassVar[str]
+    """The service's name in messages: ``"S3"``."""
+    _scheme: ClassVar[str]
+    """The URL scheme of the store's location: ``"s3"``."""
+
+    def __init__(self, bucket: str, prefix: str = "", *, read_only: bool = False) -> None:
+        super().__init__(read_only=read_only)
+        if not isinstance(bucket, str) or not bucket or "/" in bucket:
+            raise ValueError(f"{self._service} bucket names are non-empty and contain no '/', got {bucket!r}")
+        self._bucket = bucket
+        self._root = _normalize_prefix(prefix)  # '' or the object-name prefix with its trailing '/'
+        where = f"{self._scheme}://{bucket}"
+        self._location = f"{where}/{self._root[:-1]}" if self._root else where
+
+    @property
+    def bucket(self) -> str:
+        """The bucket holding the keys."""
+        return self._bucket
+
+    @property
+    def prefix(self) -> str:
+        """The object-name prefix of the store root ('' for the whole bucket), without a trailing '/'."""
+        return self._root[:-1]
+
+    @property
+    def location(self) -> str:
+        """``scheme://bucket`` or ``scheme://bucket/prefix``."""
+        return self._location
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield every key below ``prefix`` (every page of the listing, streamed)."""
+        start = len(self._root)
+        async for names, _ in self._list_pages(_normalize_prefix(prefix)):
+            for name in names:
+                if not name.endswith("/"):  # folder markers made by other tools are not keys
+                    yield name[start:]
+
+    def _object_name(self, key: str) -> str:
+        """The name of the object holding ``key``."""
+        return self._root + validate_key(key)
+
+    async def _object_names_below(self, below: str) -> list[str]:
+        """The names of all objects below ``below`` (a normalized prefix relative to the root)."""
+        return [name async for names, _ in self._list_pages(below) for name in names]
+
+    @abc.abstractmethod
+    def _list_pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[tuple[list[str], list[str]]]:
+        """Yield ``(object names, common prefixes)`` of each listing page below the root and ``below``."""
