@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover - an SDK without it keeps its own re-rea
 
 from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .buckets import check_storage_options
 from .clients import PerLoopClients
 from .retry import Failure, ShortBodyError, call_with_retries
 from .url import STORE_SCHEMES
@@ -192,12 +193,7 @@ class AzureStore(Store):
         Options not given come from adlfs's environment variables ``AZURE_STORAGE_CONNECTION_STRING``,
         ``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURE_STORAGE_ACCOUNT_KEY`` and ``AZURE_STORAGE_SAS_TOKEN``.
         """
-        unknown = sorted(set(storage_options) - set(STORAGE_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"unknown storage_options for {url!r}: {', '.join(unknown)}; "
-                f"Azure stores accept {', '.join(STORAGE_OPTIONS)}"
-            )
+        check_storage_options(url, storage_options, STORAGE_OPTIONS, "Azure")
         container, prefix, account_name, account_url = _parse_url(url)
         options = dict(storage_options)
         if account_name and options.get("account_name", account_name) != account_name:
