@@ -12,12 +12,7 @@ threads decode in parallel.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import os
-import threading
-import weakref
-from collections.abc import AsyncIterator, Coroutine, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,7 +22,28 @@ from . import api
 from .array import AsyncArray
 from .group import AsyncGroup
 from .locks import ProcessSynchronizer, ThreadSynchronizer
-from .stores.base import Store
+from .sync_functions import (
+    _wrap,
+    array,
+    consolidate_metadata,
+    create,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    group,
+    load,
+    ones,
+    ones_like,
+    open,  # noqa: A004 - zarr's documented name
+    open_array,
+    open_group,
+    save,
+    zeros,
+    zeros_like,
+)
+from .sync_loop import _loop_thread as _loop_thread  # tests reach the loop thread as asyncarr.sync._loop_thread
+from .sync_loop import _opened_stores, _read, _run
 
 __all__ = [
     "Array",
@@ -58,96 +74,8 @@ __all__ = [
 T = TypeVar("T")
 
 
-class _LoopThread:
-    """The facade's one event loop, running forever in a daemon thread of this process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def _ensure_running(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="asyncarr-sync-loop", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the loop thread and block until it finishes."""
-        loop = self._ensure_running()
-        if threading.current_thread() is self._thread:
-            coroutine.close()
-            raise RuntimeError(
-                "asyncarr.sync was called from asyncarr's own event-loop thread, which would deadlock; "
-                "inside async code use the async API (await asyncarr.open_array(...), await z.getitem(...))"
-            )
-        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()
-            raise
-
-    def is_current_thread(self) -> bool:
-        """Whether the caller is the loop thread itself."""
-        return threading.current_thread() is self._thread
-
-    def forget_after_fork(self) -> None:
-        """In a forked child the loop thread does not exist: start a new one on next use."""
-        self._lock = threading.Lock()
-        self._loop = None
-        self._thread = None
-
-
-_loop_thread = _LoopThread()
-os.register_at_fork(after_in_child=_loop_thread.forget_after_fork)
-_opened_stores: weakref.WeakSet[Store] = weakref.WeakSet()
-
-
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return _loop_thread.run(coroutine)
-
-
-_READ_COROUTINES = {
-    "getitem": AsyncArray.getitem,
-    "basic": AsyncArray.get_basic_selection,
-    "orthogonal": AsyncArray.get_orthogonal_selection,
-    "coordinate": AsyncArray.get_coordinate_selection,
-    "mask": AsyncArray.get_mask_selection,
-}
-
-
-def _read(array: AsyncArray, kind: str, selection: Any) -> Any:
-    """One read: in this thread when the store does blocking I/O, on the loop thread otherwise."""
-    if array.reads_blocking and not _loop_thread.is_current_thread():
-        result = array.read_blocking(kind, selection)
-        if result is not NotImplemented:
-            return result
-    return _run(_READ_COROUTINES[kind](array, selection))
-
-
-def _close_opened_stores() -> None:
-    # Finalises zip files and closes cloud sessions that scripts never closed themselves.
-    for store in list(_opened_stores):
-        try:
-            _run(store.close())
-        except Exception:
-            pass
-
-
-atexit.register(_close_opened_stores)
-
-
 async def _collect(iterator: AsyncIterator[T]) -> list[T]:
     return [item async for item in iterator]
-
-
-def _wrap(node: AsyncArray | AsyncGroup) -> Array | Group:
-    _opened_stores.add(node.store)
-    return Array(node) if isinstance(node, AsyncArray) else Group(node)
 
 
 class Attributes(MutableMapping[str, Any]):
@@ -513,91 +441,3 @@ class Group:
 
     def __exit__(self, *exc_info: object) -> None:
         _run(self.store.close())
-
-
-# -- module functions: the async API, blocking ------------------------------------------------------
-
-
-def open(store: Any = None, mode: str = "a", **kwargs: Any) -> Array | Group:  # noqa: A001
-    """Open an array or group; create an array if ``shape`` is given, else a group."""
-    return _wrap(_run(api.open(store, mode, **kwargs)))
-
-
-def open_array(store: Any = None, mode: str = "a", **kwargs: Any) -> Array:
-    """Open an array, creating it in modes 'a', 'w' and 'w-'."""
-    return _wrap(_run(api.open_array(store, mode, **kwargs)))  # type: ignore[return-value]
-
-
-def open_group(store: Any = None, mode: str = "a", **kwargs: Any) -> Group:
-    """Open a group, creating it in modes 'a', 'w' and 'w-'."""
-    return _wrap(_run(api.open_group(store, mode, **kwargs)))  # type: ignore[return-value]
-
-
-def create(shape: Any, **kwargs: Any) -> Array:
-    """Create a new array (in memory unless ``store`` is given)."""
-    return _wrap(_run(api.create(shape, **kwargs)))  # type: ignore[return-value]
-
-
-def zeros(shape: Any, **kwargs: Any) -> Array:
-    """Create an array of zeros."""
-    return _wrap(_run(api.zeros(shape, **kwargs)))  # type: ignore[return-value]
-
-
-def ones(shape: Any, **kwargs: Any) -> Array:
-    """Create an array of ones."""
-    return _wrap(_run(api.ones(shape, **kwargs)))  # type: ignore[return-value]
-
-
-def full(shape: Any, fill_value: Any, **kwargs: Any) -> Array:
-    """Create an array filled with ``fill_value``."""
-    return _wrap(_run(api.full(shape, fill_value, **kwargs)))  # type: ignore[return-value]
-
-
-def empty(shape: Any, **kwargs: Any) -> Array:
-    """Create an array whose unwritten elements read as the default fill value."""
-    return _wrap(_run(api.empty(shape, **kwargs)))  # type: ignore[return-value]
-
-
-def array(data: Any, **kwargs: Any) -> Array:
-    """Create an array holding a copy of ``data``."""
-    return _wrap(_run(api.array(data, **kwargs)))  # type: ignore[return-value]
-
-
-def zeros_like(a: Any, **kwargs: Any) -> Array:
-    """A new array of zeros shaped like ``a``."""
-    return _wrap(_run(api.zeros_like(a, **kwargs)))  # type: ignore[return-value]
-
-
-def ones_like(a: Any, **kwargs: Any) -> Array:
-    """A new array of ones shaped like ``a``."""
-    return _wrap(_run(api.ones_like(a, **kwargs)))  # type: ignore[return-value]
-
-
-def full_like(a: Any, fill_value: Any = None, **kwargs: Any) -> Array:
-    """A new array shaped like ``a`` filled with ``fill_value``."""
-    return _wrap(_run(api.full_like(a, fill_value, **kwargs)))  # type: ignore[return-value]
-
-
-def empty_like(a: Any, **kwargs: Any) -> Array:
-    """A new empty array with the shape, chunks, dtype and codecs of ``a``."""
-    return _wrap(_run(api.empty_like(a, **kwargs)))  # type: ignore[return-value]
-
-
-def group(store: Any = None, **kwargs: Any) -> Group:
-    """Open the group in ``store``, creating it if missing."""
-    return _wrap(_run(api.group(store, **kwargs)))  # type: ignore[return-value]
-
-
-def save(store: Any, *arrays: Any, **kwargs: Any) -> None:
-    """Save one array as an array, or several as a group."""
-    _run(api.save(store, *arrays, **kwargs))
-
-
-def load(store: Any, **kwargs: Any) -> Any:
-    """Read an array into an ndarray, or a group into ``{name: ndarray}``."""
-    return _run(api.load(store, **kwargs))
-
-
-def consolidate_metadata(store: Any, **kwargs: Any) -> Group:
-    """Gather every node's metadata below a group into one document."""
-    return _wrap(_run(api.consolidate_metadata(store, **kwargs)))  # type: ignore[return-value]
