@@ -264,9 +264,11 @@ class AsyncArray:
         read needs the event loop (a store without blocking I/O, or part of a shard): await the
         coroutine instead.
         """
+        if not self.reads_blocking:
+            return NotImplemented
         indexer = _READ_INDEXERS[kind](selection, self.shape, self._grid)
         chunk_io = self._chunk_io()
-        projections = list(indexer) if chunk_io.store.supports_sync_io else []
+        projections = list(indexer)
         if not chunk_io.serves_blocking(projections):
             return NotImplemented
         buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
