@@ -176,3 +176,11 @@ def test_in_thread_reads_never_see_a_torn_chunk_while_the_loop_writes(tmp_path: 
         stop.set()
         writer.join()
     assert z[0, 0] >= 1
+
+
+def test_stores_without_blocking_io_read_through_the_loop(tmp_path: pathlib.Path) -> None:
+    with za.open_array(str(tmp_path / "z.zip"), mode="w", shape=(10, 10), chunks=(5, 5), dtype="i4") as z:
+        z[...] = np.arange(100, dtype="i4").reshape(10, 10)
+        assert not z.async_array.reads_blocking
+        assert z.async_array.read_blocking("getitem", (1, 2)) is NotImplemented
+        np.testing.assert_array_equal(z[2:7, 3], np.arange(100).reshape(10, 10)[2:7, 3])
