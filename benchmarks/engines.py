@@ -96,6 +96,20 @@ def _asyncarr_options(s3: S3Location | None) -> dict[str, Any] | None:
     return {"endpoint_url": s3.endpoint_url, "key": s3.key, "secret": s3.secret, "region": s3.region}
 
 
+def _asyncarr_create_options(spec: ArraySpec, s3: S3Location | None) -> dict[str, Any]:
+    """The arguments both asyncarr APIs create ``spec``'s array with (mode "w": replacing any)."""
+    return {
+        "mode": "w",
+        "shape": spec.shape,
+        "chunks": spec.chunks,
+        "shards": spec.shards,
+        "dtype": spec.dtype,
+        "compressor": spec.numcodecs_blosc(),
+        "zarr_format": spec.zarr_format,
+        "storage_options": _asyncarr_options(s3),
+    }
+
+
 def _url(where: str, s3: S3Location | None) -> str:
     return f"s3://{s3.bucket}/{where}" if s3 else where
 
@@ -107,17 +121,7 @@ class AsyncarrAsync(Engine):
 
     def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
         async def write() -> None:
-            z = await asyncarr.open_array(
-                _url(where, s3),
-                mode="w",
-                shape=spec.shape,
-                chunks=spec.chunks,
-                shards=spec.shards,
-                dtype=spec.dtype,
-                compressor=spec.numcodecs_blosc(),
-                zarr_format=spec.zarr_format,
-                storage_options=_asyncarr_options(s3),
-            )
+            z = await asyncarr.open_array(_url(where, s3), **_asyncarr_create_options(spec, s3))
             await z.setitem(Ellipsis, data)
 
         _service_loop.run(write())
@@ -141,17 +145,7 @@ class AsyncarrSync(Engine):
     name = "asyncarr-sync"
 
     def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
-        z = za.open_array(
-            _url(where, s3),
-            mode="w",
-            shape=spec.shape,
-            chunks=spec.chunks,
-            shards=spec.shards,
-            dtype=spec.dtype,
-            compressor=spec.numcodecs_blosc(),
-            zarr_format=spec.zarr_format,
-            storage_options=_asyncarr_options(s3),
-        )
+        z = za.open_array(_url(where, s3), **_asyncarr_create_options(spec, s3))
         z[...] = data
 
     def open(self, where: str, s3: S3Location | None = None) -> Any:
