@@ -87,8 +87,8 @@ _READ_COROUTINES = {
 
 def _read(array: AsyncArray, kind: str, selection: Any) -> Any:
     """One read: in this thread when the store does blocking I/O, on the loop thread otherwise."""
-    if array.reads_blocking and not _loop_thread.is_current_thread():
-        result = array.read_blocking(kind, selection)
+    if not _loop_thread.is_current_thread():
+        result = array.read_blocking(kind, selection)  # NotImplemented when the loop must read
         if result is not NotImplemented:
             return result
     return _run(_READ_COROUTINES[kind](array, selection))
