@@ -98,6 +98,19 @@ def test_local_directory_at_a_key_reads_as_missing(tmp_path: Path) -> None:
     assert run(store.get("group/array/zarr.json")) == b"{}"
 
 
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 * 65536, 1 << 20])
+def test_local_whole_reads_return_every_byte_around_the_small_file_size(tmp_path: Path, size: int) -> None:
+    # Small files take two os.read calls and larger ones a second pass from the start:
+    # both must return exactly what is on disk, written by hand or by the store.
+    value = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+    (tmp_path / "by-hand").write_bytes(value)
+    store = LocalStore(tmp_path)
+    fill(store, {"by-store": value})
+    for key in ("by-hand", "by-store"):
+        assert store.get_sync(key) == value
+        assert run(store.get(key)) == value
+
+
 def test_local_range_read_of_a_huge_sparse_file_reads_only_the_range(tmp_path: Path) -> None:
     huge = tmp_path / "shard"
     with open(huge, "wb") as file:

@@ -31,6 +31,9 @@ _IO_THREADS = min(32, 4 * (os.cpu_count() or 1) + 4)
 # large gather start arriving (and decoding) early.
 _MAX_BATCH = 64
 _CREATE_ATTEMPTS = 4
+# Files up to this size are read whole with two os.read calls (the second finds the end).
+_SMALL_FILE_BYTES = 64 * 1024
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # O_BINARY: no newline translation on Windows
 
 _T = TypeVar("_T")
 _Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
@@ -259,15 +262,24 @@ class LocalStore(Store):
     # -- blocking work, run on the I/O threads ---------------------------------------------
 
     def _read_file(self, path: str, key: str, byte_range: ByteRange | None) -> bytes | None:
+        # os.open and os.read, not open(): a file object costs more than reading a small chunk.
         try:
-            with open(path, "rb", buffering=0) as file:
-                if byte_range is None:
-                    return file.readall()
-                return _read_range(file, byte_range)
+            fd = os.open(path, _READ_FLAGS)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:
             raise self._error(key, exc) from exc
+        try:
+            if byte_range is None:
+                return _read_whole(fd)
+            with open(fd, "rb", buffering=0, closefd=False) as file:
+                return _read_range(file, byte_range)
+        except IsADirectoryError:  # os.open opens directories; reading one fails
+            return None
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        finally:
+            os.close(fd)
 
     def _write_file(self, path: str, key: str, value: bytes) -> None:
         directory = os.path.dirname(path)
@@ -380,6 +392,20 @@ def _create_temp_file(directory: str, temp_path: str) -> Any:
         except FileNotFoundError:
             pass  # a concurrent delete pruned a parent while we created it: try again
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _read_whole(fd: int) -> bytes:
+    """Read all of the open file ``fd``: in two reads when it is small, as most chunks are."""
+    head = os.read(fd, _SMALL_FILE_BYTES)
+    if len(head) < _SMALL_FILE_BYTES:
+        # A short read is almost always the end of the file; an empty read proves it.
+        more = os.read(fd, _SMALL_FILE_BYTES)
+        if not more:
+            return head
+    # Larger (or read short): read it again from the start in one go rather than joining copies.
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(fd, "rb", buffering=0, closefd=False) as file:
+        return file.readall()
 
 
 def _read_range(file: Any, byte_range: ByteRange) -> bytes:
