@@ -71,12 +71,13 @@ def validate_key(key: str) -> str:
         raise ValueError(f"store key {key!r} contains a backslash; keys are '/'-separated")
     if "\x00" in key:
         raise ValueError(f"store key {key!r} contains a NUL character")
-    parts = key.split("/")
-    if "" in parts:
+    if "//" in key or key.endswith("/"):
         raise ValueError(f"store key {key!r} has an empty segment ('//' or a trailing '/')")
-    if any(part in ("..", ".") for part in parts):
-        raise ValueError(f"store key {key!r} contains a '.' or '..' segment; it could escape the store root")
-    if ":" in parts[0] and len(parts[0]) == 2 and parts[0][0].isalpha():
+    # Only a segment starting with '.' can be '.' or '..'; chunk keys rarely have one, so look closer only then.
+    if key[0] == "." or "/." in key:
+        if any(part in ("..", ".") for part in key.split("/")):
+            raise ValueError(f"store key {key!r} contains a '.' or '..' segment; it could escape the store root")
+    if key[1:2] == ":" and (len(key) == 2 or key[2] == "/") and key[0].isalpha():
         raise ValueError(f"store key {key!r} looks like a Windows drive path")
     return key
 
