@@ -7,7 +7,7 @@ import itertools
 import math
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -217,6 +217,15 @@ class AsyncArray:
     def _chunk_key(self, chunk_coords: tuple[int, ...]) -> str:
         return node_key(self._path, self._metadata.chunk_key(chunk_coords))
 
+    def _chunk_key_function(self) -> Callable[[tuple[int, ...]], str]:
+        """`_chunk_key` with the key layout looked up once: calls run it for every chunk they touch."""
+        if not self.shape:
+            key = self._chunk_key(())
+            return lambda chunk_coords: key
+        prefix, separator = self._chunk_key_layout()
+        head = node_key(self._path, prefix)
+        return lambda chunk_coords: head + separator.join(map(str, chunk_coords))
+
     def _fill_scalar(self) -> Any:
         fill = self._metadata.fill_value
         return default_fill_value(self.dtype) if fill is None else fill
@@ -280,7 +289,7 @@ class AsyncArray:
         return ChunkIO(
             store=self._store,
             pipeline=self._pipeline,
-            chunk_key=self._chunk_key,
+            chunk_key=self._chunk_key_function(),
             grid=self._grid,
             shape=self.shape,
             dtype=self.dtype,
