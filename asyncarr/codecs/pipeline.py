@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ class CodecPipeline(abc.ABC):
         # Variable-length strings (StringDType) and bytes (object): chunks hold Python objects,
         # so they are never decoded straight into the output's memory.
         self.variable_length = is_variable_length(self.dtype)
+        self._whole_chunk_decoders: dict[tuple[int, ...], _PlainChainDecoder | None] = {}
 
     @staticmethod
     def from_metadata(metadata: Any) -> CodecPipeline:
@@ -100,20 +101,22 @@ class CodecPipeline(abc.ABC):
         try:
             fast = self._whole_chunk_decoder(chunk_shape)
             if fast is not None:
-                destination = out[out_selection] if _selects_whole_chunk(chunk_selection, chunk_shape) else None
-                if (
-                    isinstance(destination, np.ndarray)
-                    and destination.flags.c_contiguous
-                    and destination.flags.writeable
-                    and destination.shape == chunk_shape
-                    and destination.dtype == self.dtype
-                    and np.may_share_memory(destination, out)
-                ):
-                    fast(data, destination.reshape(-1).view(np.uint8))
-                    return
-                chunk = np.empty(chunk_shape, dtype=self.dtype)
-                fast(data, chunk.reshape(-1).view(np.uint8))
-                out[out_selection] = chunk[chunk_selection]
+                # Per-chunk cost matters for small chunks: the cheapest tests come first.
+                whole = _selects_whole_chunk(chunk_selection, chunk_shape)
+                if whole:
+                    destination = out[out_selection]
+                    if (
+                        type(destination) is np.ndarray
+                        and destination.shape == chunk_shape
+                        and destination.flags.c_contiguous
+                        and destination.flags.writeable
+                        and destination.dtype == self.dtype
+                        and np.may_share_memory(destination, out)  # a view of `out`, not a fancy-indexed copy
+                    ):
+                        fast.into(data, destination)
+                        return
+                chunk = fast.array(data)
+                out[out_selection] = chunk if whole else chunk[chunk_selection]
                 return
             if _selects_whole_chunk(chunk_selection, chunk_shape):
                 destination = out[out_selection]
@@ -140,14 +143,15 @@ class CodecPipeline(abc.ABC):
         except Exception as exc:
             raise CodecError(f"chunk {key}: cannot encode: {exc}") from exc
 
-    def _whole_chunk_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
-        """A cached decoder of whole chunks straight into a C-ordered uint8 view, for the common chains."""
-        cache = self.__dict__.setdefault("_whole_chunk_decoders", {})
-        if chunk_shape not in cache:
-            cache[chunk_shape] = self._plain_chain_decoder(chunk_shape)
-        return cache[chunk_shape]
+    def _whole_chunk_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
+        """A cached decoder of whole chunks into a C-contiguous array of the chunk, for the common chains."""
+        try:
+            return self._whole_chunk_decoders[chunk_shape]
+        except KeyError:
+            decoder = self._whole_chunk_decoders[chunk_shape] = self._plain_chain_decoder(chunk_shape)
+            return decoder
 
-    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
         """Subclasses return a fast decoder when the chain is just raw bytes, optionally Blosc-compressed."""
         return None
 
@@ -167,30 +171,49 @@ class CodecPipeline(abc.ABC):
         return math.prod(chunk_shape) * self.dtype.itemsize
 
 
-def _raw_or_blosc_decoder(compressor: Any, nbytes: int) -> Callable[[Buffer, np.ndarray], None] | None:
-    """Decode raw or Blosc-framed chunk bytes of exactly ``nbytes`` into a uint8 destination.
+class _PlainChainDecoder:
+    """Decodes raw or Blosc-framed chunk bytes of one chunk shape, for chains with nothing else.
 
     The same checks as the general path (frame header against length and size), minus the
     layers of codec objects around them: this is the per-chunk cost that matters most for
     arrays of many small chunks.
     """
-    if compressor is None:
 
-        def copy_raw(data: Buffer, destination: np.ndarray) -> None:
-            source = np.frombuffer(data, dtype=np.uint8)
-            if source.nbytes != nbytes:
-                raise ValueError(f"decoded chunk has {source.nbytes} bytes, expected {nbytes}")
-            destination[...] = source
+    def __init__(self, blosc_framed: bool, chunk_shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self._blosc_framed = blosc_framed
+        self._shape = chunk_shape
+        self._dtype = dtype
+        self._nbytes = math.prod(chunk_shape) * dtype.itemsize
 
-        return copy_raw
-    if getattr(compressor, "codec_id", None) != "blosc":
+    def into(self, data: Buffer, destination: np.ndarray) -> None:
+        """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype."""
+        if self._blosc_framed:
+            check_blosc_frame(data, self._nbytes)
+            blosc.decompress(data, destination)
+        else:
+            destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
+
+    def array(self, data: Buffer) -> np.ndarray:
+        """Decode into a new read-only array of the chunk (raw bytes are not copied)."""
+        if self._blosc_framed:
+            check_blosc_frame(data, self._nbytes)
+            # Without a destination numcodecs allocates the bytes itself, and skips the checks
+            # it makes of a destination array: cheaper for small chunks that are copied anyway.
+            return np.frombuffer(blosc.decompress(data), dtype=self._dtype).reshape(self._shape)
+        return self._raw(data).view(self._dtype).reshape(self._shape)
+
+    def _raw(self, data: Buffer) -> np.ndarray:
+        source = np.frombuffer(data, dtype=np.uint8)
+        if source.nbytes != self._nbytes:
+            raise ValueError(f"decoded chunk has {source.nbytes} bytes, expected {self._nbytes}")
+        return source
+
+
+def _plain_decoder(compressor: Any, chunk_shape: tuple[int, ...], dtype: np.dtype) -> _PlainChainDecoder | None:
+    """The fast decoder for chunks of ``chunk_shape`` when ``compressor`` is None or Blosc, else None."""
+    if compressor is not None and getattr(compressor, "codec_id", None) != "blosc":
         return None
-
-    def decompress_blosc(data: Buffer, destination: np.ndarray) -> None:
-        check_blosc_frame(data, nbytes)
-        blosc.decompress(data, destination)
-
-    return decompress_blosc
+    return _PlainChainDecoder(compressor is not None, chunk_shape, dtype)
 
 
 def _selects_whole_chunk(chunk_selection: Selection, chunk_shape: tuple[int, ...]) -> bool:
@@ -200,9 +223,14 @@ def _selects_whole_chunk(chunk_selection: Selection, chunk_shape: tuple[int, ...
         chunk_selection = (chunk_selection,)
     if len(chunk_selection) != len(chunk_shape):
         return False
-    return all(
-        isinstance(s, slice) and s.indices(n) == (0, n, 1) for s, n in zip(chunk_selection, chunk_shape, strict=True)
-    )
+    for part, size in zip(chunk_selection, chunk_shape, strict=True):
+        if type(part) is not slice:
+            return False
+        if part.start == 0 and part.stop == size and part.step == 1:
+            continue  # the form indexers produce, known without slice.indices
+        if part.indices(size) != (0, size, 1):
+            return False
+    return True
 
 
 def _flat_bytes(array: np.ndarray, order: str) -> np.ndarray | None:
@@ -276,10 +304,10 @@ class _V2Pipeline(CodecPipeline):
         """The numcodecs filters, in encoding order."""
         return list(self._filters)
 
-    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
         if self._filters or self.variable_length or self.order != "C":
             return None
-        return _raw_or_blosc_decoder(self._compressor, self._expected_nbytes(chunk_shape))
+        return _plain_decoder(self._compressor, chunk_shape, self.dtype)
 
     def _decompress(self, data: Buffer, chunk_shape: tuple[int, ...], out: np.ndarray | None = None) -> Buffer:
         if self._compressor is None:
@@ -387,7 +415,7 @@ class _V3Pipeline(CodecPipeline):
             self._specs_by_shape[chunk_shape] = specs
         return specs
 
-    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> Callable[[Buffer, np.ndarray], None] | None:
+    def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
         if self.array_array or not isinstance(self.array_bytes, BytesCodec) or len(self.bytes_bytes) > 1:
             return None
         if self.array_bytes.stored_dtype(self.dtype) != self.dtype:
@@ -395,7 +423,7 @@ class _V3Pipeline(CodecPipeline):
         compressor = self.bytes_bytes[0].as_numcodecs() if self.bytes_bytes else None
         if self.bytes_bytes and not isinstance(self.bytes_bytes[0], BloscCodec):
             return None
-        return _raw_or_blosc_decoder(compressor, self._expected_nbytes(chunk_shape))
+        return _plain_decoder(compressor, chunk_shape, self.dtype)
 
     def _decoded_sizes(self, array_bytes_spec: ChunkSpec) -> list[int | None]:
         """The size each bytes->bytes codec should decode to, where it is fixed."""

@@ -323,7 +323,7 @@ _BLOSC_HEADER = struct.Struct("<BBBBIII")
 
 def check_blosc_frame(data: Buffer, decoded_size: int | None) -> None:
     """Raise ValueError if a Blosc frame's header disagrees with its length or `decoded_size`."""
-    view = memoryview(data).cast("B")
+    view = data if type(data) is bytes else memoryview(data).cast("B")
     if len(view) < _BLOSC_HEADER.size:
         raise ValueError(f"Blosc frame of {len(view)} bytes is shorter than its 16-byte header")
     _, _, _, _, nbytes, _, cbytes = _BLOSC_HEADER.unpack_from(view)
