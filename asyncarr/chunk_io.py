@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import config
-from .codecs.executor import codec_executor, codec_thread_count, run_in_codec_pool
+from .codecs.executor import blosc_uses_own_threads, codec_executor, codec_thread_count, run_in_codec_pool
 from .codecs.pipeline import CodecPipeline
 from .concurrency import CodecBatcher, for_each_concurrently
 from .indexing import ChunkProjection
@@ -97,10 +97,10 @@ class ChunkIO:
             queue.raise_first_error()
             return
         executor = codec_executor()
-        if threading.current_thread() is threading.main_thread():
-            # numcodecs decodes Blosc on blosc's own threads, behind one global lock, when
-            # called from the main thread: decoding there beside the codec threads oversubscribes
-            # the cores (a row of 16 chunks of 1 MiB: 6.8 ms, against 3.9 ms left to them).
+        if blosc_uses_own_threads():
+            # Blosc would decode on its own threads here, behind numcodecs' global lock: beside
+            # the codec threads that oversubscribes the cores (numcodecs' default, in the main
+            # thread: a row of 16 chunks of 1 MiB took 6.8 ms, against 3.9 ms left to them).
             helpers = [executor.submit(queue.drain) for _ in range(min(queue.pending, workers))]
         else:
             # The caller is one of the workers: one helper fewer than codec threads keeps the

@@ -10,7 +10,8 @@ single-threaded "contextual" mode when called from any thread but the main one, 
 pool threads decompresses one chunk with the GIL released and the pool as a whole keeps every
 core busy without Blosc's own threads oversubscribing them. We leave that global alone (unlike
 zarr-python, which sets it to False at import): it belongs to the user, who may set it to True
-to have Blosc's internal threads split single large chunks instead.
+to have Blosc's internal threads split single large chunks instead. The blocking reads in the
+caller's thread ask `blosc_uses_own_threads` before decoding there beside the pool.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from numcodecs import blosc as numcodecs_blosc
+
 from asyncarr import config
 
-__all__ = ["codec_executor", "codec_thread_count", "run_in_codec_pool"]
+__all__ = ["blosc_uses_own_threads", "codec_executor", "codec_thread_count", "run_in_codec_pool"]
 
 _T = TypeVar("_T")
 
@@ -41,6 +44,18 @@ _CPU_COUNT = os.cpu_count() or 1
 def codec_thread_count() -> int:
     """Return how many codec threads the current settings ask for."""
     return config.get("codec_threads") or _CPU_COUNT
+
+
+def blosc_uses_own_threads() -> bool:
+    """Whether numcodecs decodes Blosc on blosc's own threads when called from this thread.
+
+    numcodecs' documented rule: ``numcodecs.blosc.use_threads`` when set, else only in the main
+    thread. Decoding in such a thread beside the pool's threads oversubscribes the cores.
+    """
+    setting = numcodecs_blosc.use_threads
+    if setting is None:
+        return threading.current_thread() is threading.main_thread()
+    return bool(setting)
 
 
 def codec_executor() -> ThreadPoolExecutor:
