@@ -239,9 +239,7 @@ class LocalStore(Store):
     # -- keys and paths ------------------------------------------------------------------
 
     def _file_path(self, key: str) -> str:
-        validate_key(key)
-        if not key or key.endswith("/") or "//" in key:
-            raise ValueError(f"store key {key!r} is empty or has an empty segment; LocalStore keys name files")
+        validate_key(key)  # also rejects empty keys and empty segments
         if key.startswith(_TEMP_PREFIX) or "/" + _TEMP_PREFIX in key:
             raise ValueError(f"store key {key!r} uses the prefix {_TEMP_PREFIX!r}, reserved for temporary files")
         return self._root + os.sep + key
