@@ -18,7 +18,7 @@ import numpy as np
 import asyncarr
 import asyncarr.sync as za
 
-__all__ = ["ENGINES", "ArraySpec", "Engine", "S3Location"]
+__all__ = ["ENGINES", "ArraySpec", "Engine", "S3Location", "service_loop"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +65,7 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
 
-_service_loop = _LoopThread()
+service_loop = _LoopThread()
 
 
 class Engine:
@@ -124,19 +124,19 @@ class AsyncarrAsync(Engine):
             z = await asyncarr.open_array(_url(where, s3), **_asyncarr_create_options(spec, s3))
             await z.setitem(Ellipsis, data)
 
-        _service_loop.run(write())
+        service_loop.run(write())
 
     def open(self, where: str, s3: S3Location | None = None) -> Any:
-        return _service_loop.run(asyncarr.open_array(_url(where, s3), mode="r", storage_options=_asyncarr_options(s3)))
+        return service_loop.run(asyncarr.open_array(_url(where, s3), mode="r", storage_options=_asyncarr_options(s3)))
 
     def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
-        return _service_loop.run(handle.getitem(selection))
+        return service_loop.run(handle.getitem(selection))
 
     def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
         async def gather() -> list[Any]:
             return await asyncio.gather(*(handle.getitem(point) for point in points))
 
-        return _service_loop.run(gather())
+        return service_loop.run(gather())
 
 
 class AsyncarrSync(Engine):
@@ -232,16 +232,16 @@ class ZarrPythonAsync(ZarrPython):
     def open(self, where: str, s3: S3Location | None = None) -> Any:
         import zarr.api.asynchronous as zasync
 
-        return _service_loop.run(zasync.open_array(store=_zarr_store(where, s3), mode="r"))
+        return service_loop.run(zasync.open_array(store=_zarr_store(where, s3), mode="r"))
 
     def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
-        return _service_loop.run(handle.getitem(selection))
+        return service_loop.run(handle.getitem(selection))
 
     def many_points(self, handle: Any, points: Sequence[tuple[int, int]]) -> list[Any]:
         async def gather() -> list[Any]:
             return await asyncio.gather(*(handle.getitem(point) for point in points))
 
-        return _service_loop.run(gather())
+        return service_loop.run(gather())
 
 
 def _tensorstore_kvstore(where: str, s3: S3Location | None) -> dict[str, Any]:

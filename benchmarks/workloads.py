@@ -14,6 +14,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from .bare_s3 import FLOOR, BareS3, chunk_keys, encoded_chunks
 from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement, interleaved
 
@@ -36,6 +37,8 @@ def field(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
 
 def _equal_check(expected: np.ndarray) -> Callable[[str, Any], None]:
     def check(engine: str, result: Any) -> None:
+        if engine == FLOOR:  # raw chunk bodies, not an array; BareS3 checked every answer was a 200
+            return
         if not np.array_equal(np.asarray(result), expected):
             raise AssertionError(f"{engine} read data that differs from what was written: figure void")
 
@@ -51,7 +54,11 @@ def full_write_and_read(
     s3: S3Location | None = None,
     server_cpu: Callable[[], float] | None = None,
 ) -> list[Measurement]:
-    """Each engine writes the whole array to its own place; then every engine reads one copy."""
+    """Each engine writes the whole array to its own place; then every engine reads one copy.
+
+    On S3, the bare-request floor (`BareS3`) runs interleaved with the engines: the same PUTs
+    and GETs with nothing else around them.
+    """
     data = field(spec.shape, spec.dtype)
     places = {name: f"{label}-{name}" if s3 else str(root / f"{label}-{name}") for name in engines}
 
@@ -59,9 +66,16 @@ def full_write_and_read(
         if not s3:
             shutil.rmtree(places[name], ignore_errors=True)
 
+    write_runners = {name: (lambda n=name: ENGINES[n].write(places[n], data, spec, s3)) for name in engines}
+    read_floor: dict[str, Callable[[], Any]] = {}
+    if s3 and not spec.shards:
+        bodies = encoded_chunks(spec, data)
+        write_floor, read_floor_client = BareS3(s3, f"{label}-floor"), BareS3(s3, f"{label}-{ASYNCARR}")
+        write_runners[FLOOR] = lambda: write_floor.put_all(bodies)
+        read_floor[FLOOR] = lambda: read_floor_client.get_all(list(bodies))
     writes = interleaved(
         f"{label} write",
-        {name: (lambda n=name: ENGINES[n].write(places[n], data, spec, s3)) for name in engines},
+        write_runners,
         repeats=repeats,
         nbytes=spec.nbytes,
         setup=clear,
@@ -72,12 +86,15 @@ def full_write_and_read(
     handles = {name: ENGINES[name].open(shared, s3) for name in engines}
     reads = interleaved(
         f"{label} read",
-        {name: (lambda n=name: ENGINES[n].read(handles[n])) for name in engines},
+        {name: (lambda n=name: ENGINES[n].read(handles[n])) for name in engines} | read_floor,
         repeats=repeats,
         nbytes=spec.nbytes,
         check=_equal_check(data),
         server_cpu=server_cpu,
     )
+    if read_floor:
+        write_floor.close()
+        read_floor_client.close()
     return [*writes.values(), *reads.values()]
 
 
@@ -97,17 +114,23 @@ def partial_reads(
     row = spec.shape[0] // 2
     selections = {"row": (row, slice(None)), "window": (slice(1000, 2000), slice(1000, 2000))}
     results = []
+    floor = BareS3(s3, where) if s3 and not spec.shards else None
     for kind in kinds:
         selection = selections[kind]
+        runners = {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in engines}
+        if floor:
+            runners[FLOOR] = lambda keys=chunk_keys(spec, selection): floor.get_all(keys)
         measured = interleaved(
             f"{label} {kind}",
-            {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in engines},
+            runners,
             repeats=repeats,
             nbytes=data[selection].nbytes,
             check=_equal_check(data[selection]),
             server_cpu=server_cpu,
         )
         results.extend(measured.values())
+    if floor:
+        floor.close()
     return results
 
 

@@ -1,0 +1,97 @@
+"""The S3 floor: the object requests an engine makes, sent by a client that does nothing else.
+
+A full write PUTs every encoded chunk and a read GETs every chunk key. `BareS3` sends the
+same PUTs and GETs with the same bodies: encoded beforehand, no signing, no metadata, no
+decoding, connections kept alive and up to 64 requests in flight (asyncarr's default).
+Its time is the least any client can take against the same server. Where that floor divided
+by another engine's time is above a target's limit, no client can meet that target on this
+server. moto does not check signatures, so the requests carry only the Authorization
+header's credential scope, which moto reads to route them to S3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from .engines import ArraySpec, S3Location, service_loop
+
+__all__ = ["FLOOR", "BareS3", "chunk_keys", "encoded_chunks"]
+
+FLOOR = "floor: bare requests"
+"""The engine name the floor's rows carry in the report."""
+
+
+def chunk_keys(spec: ArraySpec, selection: Any = Ellipsis) -> list[str]:
+    """The v3 default-encoded keys (``c/i/j``) of the chunks a basic selection touches."""
+    if selection is Ellipsis:
+        selection = tuple(slice(None) for _ in spec.shape)
+    ranges = []
+    for part, extent, side in zip(selection, spec.shape, spec.chunks, strict=True):
+        if isinstance(part, int):
+            ranges.append(range(part // side, part // side + 1))
+        else:
+            start, stop, _ = part.indices(extent)
+            ranges.append(range(start // side, (stop - 1) // side + 1))
+    return ["c/" + "/".join(map(str, index)) for index in itertools.product(*ranges)]
+
+
+def encoded_chunks(spec: ArraySpec, data: np.ndarray) -> dict[str, bytes]:
+    """Every chunk of ``data`` encoded with ``spec``'s Blosc, by its v3 default key."""
+    codec = spec.numcodecs_blosc()
+    bodies = {}
+    for key in chunk_keys(spec):
+        index = [int(i) for i in key.split("/")[1:]]
+        block = data[tuple(slice(i * side, (i + 1) * side) for i, side in zip(index, spec.chunks, strict=True))]
+        bodies[key] = codec.encode(np.ascontiguousarray(block))
+    return bodies
+
+
+class BareS3:
+    """PUTs and GETs of whole objects under ``prefix``, on the benchmarks' service event loop."""
+
+    def __init__(self, s3: S3Location, prefix: str, concurrency: int = 64) -> None:
+        self._base = f"{s3.endpoint_url.rstrip('/')}/{s3.bucket}/{prefix.strip('/')}/"
+        self._headers = {
+            "Authorization": f"AWS4-HMAC-SHA256 Credential={s3.key}/20260101/{s3.region}/s3/aws4_request, "
+            "SignedHeaders=host, Signature=0"
+        }
+        self._concurrency = concurrency
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._concurrency)
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
+        return self._session
+
+    async def _each(self, requests: Iterable[tuple[str, str, bytes | None]]) -> list[bytes]:
+        session = await self._open()
+
+        async def send(method: str, key: str, body: bytes | None) -> bytes:
+            async with session.request(method, self._base + key, data=body) as response:
+                answer = await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"bare {method} of {key} answered {response.status}: figure void")
+                return answer
+
+        return await asyncio.gather(*(send(*request) for request in requests))
+
+    def put_all(self, bodies: dict[str, bytes]) -> None:
+        """PUT every body at its key, all at once (the connector bounds how many are in flight)."""
+        service_loop.run(self._each(("PUT", key, body) for key, body in bodies.items()))
+
+    def get_all(self, keys: list[str]) -> list[bytes]:
+        """GET every key, all at once; the bodies in key order."""
+        return service_loop.run(self._each(("GET", key, None) for key in keys))
+
+    def close(self) -> None:
+        """Close the connections."""
+        if self._session is not None:
+            service_loop.run(self._session.close())
+            self._session = None
