@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import zarr
 from emulators import s3 as emulator
+from emulators.proxy import FaultProxy
 
 import asyncarr
 import asyncarr.sync as za
@@ -367,6 +368,74 @@ def test_pickled_store_reconnects_in_a_new_event_loop_and_in_another_process(sto
     assert child.returncode == 0, child.stderr.decode()
     assert child.stdout == b"value"
     assert run(store.get("from/child")) == b"written by the child"
+
+
+def test_arrays_opened_one_after_another_on_a_bucket_reuse_its_connections() -> None:
+    bucket = emulator.new_bucket()
+    with FaultProxy(emulator.moto_endpoint()) as proxy:
+        options = {**emulator.store_options(), "endpoint_url": proxy.url}
+
+        async def open_write_and_read(count: int) -> list[np.ndarray]:
+            read = []
+            for i in range(count):
+                url = f"s3://{bucket}/array-{i}"
+                z = await asyncarr.open_array(
+                    url, mode="w", shape=(8,), chunks=(4,), dtype="i4", storage_options=options
+                )
+                await z.setitem(slice(None), np.arange(8) + i)
+                reader = await asyncarr.open_array(url, mode="r", storage_options=options)
+                read.append(await reader.getitem(slice(None)))
+            return read
+
+        read = run(open_write_and_read(5))
+        counts = proxy.counts()
+    assert all(np.array_equal(values, np.arange(8) + i) for i, values in enumerate(read))
+    # The ten opens made ten stores; sharing their clients, they need no more connections than
+    # one open has requests in flight at once (its metadata reads: 4). Unshared, they took 25.
+    assert counts["requests"] > 30
+    assert counts["connections"] <= 4, counts
+
+
+def test_closing_one_of_two_stores_sharing_connections_leaves_the_other_its_pool() -> None:
+    bucket = emulator.new_bucket()
+    with FaultProxy(emulator.moto_endpoint()) as proxy:
+        options = {**emulator.store_options(), "endpoint_url": proxy.url}
+        first, second = S3Store(bucket, "first", **options), S3Store(bucket, "second", **options)
+
+        async def scenario() -> tuple[bytes | None, int, int]:
+            await first.set("k", b"1")
+            await second.set("k", b"2")
+            before = proxy.counts()["connections"]
+            await first.close()  # second still holds the shared clients: nothing closes
+            value = await second.get("k")
+            after = proxy.counts()["connections"]
+            await second.close()  # the last holder: now they close
+            return value, before, after
+
+        value, before, after = run(scenario())
+        assert (value, after) == (b"2", before)
+        # Closed stores reopen on their next use.
+        assert run(first.get("k")) == b"1"
+        run(first.close())
+
+
+def test_a_store_with_other_credentials_never_borrows_a_valid_stores_clients() -> None:
+    server = emulator.authenticating_moto()
+    bucket = server.new_bucket()
+    common = {"endpoint_url": server.endpoint, "region": emulator.REGION, "key": server.key}
+    valid, wrong = S3Store(bucket, secret=server.secret, **common), S3Store(bucket, secret=SECRET, **common)
+
+    async def scenario() -> None:
+        await valid.set("k", b"v")
+        assert await collect(valid.list_prefix("")) == ["k"]  # valid's aiobotocore client is open
+        for attempt in (wrong.get("k"), collect(wrong.list_prefix("")), wrong.delete_prefix("")):
+            with pytest.raises(AccessDeniedError, match="SignatureDoesNotMatch"):
+                await attempt
+        assert await valid.get("k") == b"v"
+        await valid.close()
+        await wrong.close()
+
+    run(scenario())
 
 
 def test_clients_close_cleanly_whether_closed_explicitly_by_asyncio_run_or_at_exit(store: S3Store) -> None:

@@ -12,6 +12,11 @@ stack it is given whatever closes it. `PerLoopClients` opens each client on firs
   is finalised by the loop's ``shutdown_asyncgens``, even if the store is never closed;
 - at interpreter exit, for loops still open (the sync facade's daemon loop never shuts down).
 
+Stores with the same configuration share one `PerLoopClients` through `shared_clients`, so
+arrays opened one after another on one bucket reuse its connections instead of each opening
+(and keeping) a pool of its own. Each store holds a `ClientsLease`: the shared clients close
+when the last store that used them closes.
+
 Open sets are held here strongly, so a dropped store's sessions are still closed by one of
 these rather than left to the garbage collector. After ``os.fork`` the child keeps but never
 uses or closes what it inherited: those loops do not run in the child, and their sockets
@@ -27,10 +32,10 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any, TypeAlias, TypeVar
 
-__all__ = ["ClientOpener", "PerLoopClients"]
+__all__ = ["ClientOpener", "ClientsLease", "PerLoopClients", "shared_clients"]
 
 T = TypeVar("T")
 
@@ -45,6 +50,9 @@ _inherited_sets: list[_LoopClients] = []
 """Sets inherited over fork: kept so that nothing finalises them here, never used or closed."""
 _fork_generation = 0
 """Counts the forks between the importing process and this one: a set of an older generation is a parent's."""
+_shared: dict[Hashable, PerLoopClients] = {}
+"""The clients of every store configuration seen, kept for the process's life (one entry per configuration)."""
+_shared_lock = threading.Lock()
 
 
 class PerLoopClients:
@@ -56,6 +64,7 @@ class PerLoopClients:
         self._log = log
         self._lock = threading.Lock()
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
+        self._leases = 0  # stores holding these clients (see ClientsLease); the last to close closes them
 
     def __repr__(self) -> str:
         return f"PerLoopClients({self._service} {self._location})"
@@ -68,6 +77,17 @@ class PerLoopClients:
             if clients is None or clients.closed or clients.generation != _fork_generation:
                 clients = self._by_loop[loop] = _LoopClients(loop, self._service, self._location, self._log)
         return await clients.get(name, open_client)
+
+    def lease(self) -> None:
+        """Count one more store holding these clients."""
+        with self._lock:
+            self._leases += 1
+
+    def release(self) -> bool:
+        """Count one store fewer; True when it was the last, and the clients should close."""
+        with self._lock:
+            self._leases -= 1
+            return self._leases == 0
 
     async def close(self) -> None:
         """Close the running loop's clients; those of other running loops are closed on their own loops."""
@@ -158,6 +178,45 @@ class _LoopClients:
         keeper = self._keeper
         if keeper is not None:
             await keeper.aclose()
+
+
+class ClientsLease:
+    """One store's hold on shared `PerLoopClients`: taken on first use, given back by ``close()``."""
+
+    def __init__(self, clients: PerLoopClients) -> None:
+        self._clients = clients
+        self._held = False
+        self._lock = threading.Lock()  # one store may be used from several threads' loops
+
+    def __repr__(self) -> str:
+        return f"ClientsLease({self._clients!r}, held={self._held})"
+
+    async def get(self, name: str, open_client: ClientOpener[T]) -> T:
+        """The running loop's client ``name`` of the shared set, opened by ``open_client`` if no store has yet."""
+        if not self._held:
+            with self._lock:
+                if not self._held:
+                    self._clients.lease()
+                    self._held = True
+        return await self._clients.get(name, open_client)
+
+    async def close(self) -> None:
+        """Give the clients back; they close when no other store holds them (every loop's, as `PerLoopClients`)."""
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+        if self._clients.release():
+            await self._clients.close()
+
+
+def shared_clients(identity: Hashable, service: str, location: str, log: logging.Logger) -> ClientsLease:
+    """A lease on the clients every store with ``identity`` (its whole client configuration) shares."""
+    with _shared_lock:
+        clients = _shared.get(identity)
+        if clients is None:
+            clients = _shared[identity] = PerLoopClients(service, location, log)
+    return ClientsLease(clients)
 
 
 def _close_open_sets_at_exit() -> None:

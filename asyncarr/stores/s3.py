@@ -6,9 +6,11 @@ client CPU that a botocore call spends on its event hooks, request model and res
 parser. Listing and batch deletes go through aiobotocore (with botocore's retries off).
 Every request goes through ``call_with_retries``, and every failure is classified once, by
 ``s3_errors.classify``. Each event loop gets its own aiohttp session (and, on first use,
-aiobotocore client), closed by ``close()``, by ``asyncio.run`` when that loop shuts down,
-or at interpreter exit (``clients.py``). Credentials live in the configuration only: never
-in a repr, an error or a log line.
+aiobotocore client), shared by every S3Store of the same bucket and configuration, so arrays
+opened one after another reuse warm connections. They close when the last store that used
+them is closed, when ``asyncio.run`` shuts that loop down, or at interpreter exit
+(``clients.py``). Credentials live in the configuration only: never in a repr, an error or
+a log line.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from yarl import URL
 from .. import config
 from .base import ByteRange, _normalize_prefix, _range_header
 from .buckets import BucketStore, check_storage_options, split_bucket_url
-from .clients import PerLoopClients
+from .clients import shared_clients
 from .retry import ShortBodyError, call_with_retries
 from .s3_errors import REGION_REDIRECTS, S3ResponseError, classify
 from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
@@ -173,7 +175,9 @@ class S3Store(BucketStore):
         self._credentials = _Credentials(key, secret, token)
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
-        self._clients = PerLoopClients("S3", self._location, _log)  # the session, aiobotocore client, credentials
+        # The session, aiobotocore client and credentials, shared by every store of this bucket and configuration.
+        identity = ("S3", bucket, self._anon, region, endpoint_url, key, secret, token, profile, extra.get("verify"))
+        self._clients = shared_clients(identity, "S3", f"s3://{bucket}", _log)
         self._signer = Signer("s3")
         self._credential_source: Any = None  # botocore's (possibly refreshable) credentials, found once
         self._bucket_region = self._region or _default_region() or "us-east-1"
@@ -244,15 +248,13 @@ class S3Store(BucketStore):
         closing.push_async_callback(session.close)
         return session
 
-    async def _find_credentials(self) -> Any:
-        """botocore's credential chain (environment, profile, config files, ...) for this store."""
+    async def _find_credentials(self) -> tuple[Any, str | None]:
+        """botocore's credential chain (environment, profile, config files, ...) and the profile's region."""
         session = AioSession(profile=self._profile)
         source = await session.get_credentials()
         if source is None:
             raise NoCredentialsError()
-        if not (self._region or _default_region()) and self._bucket_region == "us-east-1":
-            self._bucket_region = session.get_config_variable("region") or "us-east-1"  # the profile's
-        return source
+        return source, session.get_config_variable("region")
 
     async def _open_client(self, closing: contextlib.AsyncExitStack) -> Any:
         """A fresh aiobotocore client for the running event loop (listing, batch deletes)."""
@@ -431,7 +433,9 @@ class S3Store(BucketStore):
             return explicit.key, explicit.secret, explicit.token
         source = self._credential_source
         if source is None:
-            source = await self._clients.get("credentials", lambda _: self._find_credentials())
+            source, profile_region = await self._clients.get("credentials", lambda _: self._find_credentials())
+            if not (self._region or _default_region()) and self._bucket_region == "us-east-1":
+                self._bucket_region = profile_region or "us-east-1"
             self._credential_source = source
         frozen = await source.get_frozen_credentials()  # refreshable credentials renew themselves here
         return frozen.access_key, frozen.secret_key, frozen.token

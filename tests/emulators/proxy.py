@@ -12,6 +12,7 @@ With probability ``failure_rate`` a request fails instead, with one of ``failure
 - ``"drop"``: the connection is closed before any response byte;
 - ``"truncate"``: the upstream response's headers and half its body, then the connection closes.
 
+``counts()`` also says how many client connections the requests came on (keep-alive reuse).
 Fault choices come from ``random.Random(seed)`` in request order, so one sequential run
 always fails the same requests. Counters are thread-safe and readable from the test thread.
 """
@@ -105,6 +106,7 @@ class FaultProxy:
             self.requests_by_path: collections.Counter[str] = collections.Counter()
             self.faults: collections.Counter[str] = collections.Counter()
             self.response_bytes = 0
+            self._client_connections: set[Any] = set()  # the transports requests arrived on
             self.in_flight = getattr(self, "in_flight", 0)
             self.max_in_flight = self.in_flight
 
@@ -117,6 +119,7 @@ class FaultProxy:
                 "requests_by_path": dict(self.requests_by_path),
                 "faults": dict(self.faults),
                 "response_bytes": self.response_bytes,
+                "connections": len(self._client_connections),
                 "in_flight": self.in_flight,
                 "max_in_flight": self.max_in_flight,
             }
@@ -126,6 +129,7 @@ class FaultProxy:
             self.requests += 1
             self.requests_by_method[request.method] += 1
             self.requests_by_path[request.path] += 1
+            self._client_connections.add(request.transport)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if self.failure_rate and self._random.random() < self.failure_rate:
