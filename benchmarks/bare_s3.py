@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import aiohttp
@@ -27,8 +27,8 @@ FLOOR = "floor: bare requests"
 """The engine name the floor's rows carry in the report."""
 
 
-def chunk_keys(spec: ArraySpec, selection: Any = Ellipsis) -> list[str]:
-    """The v3 default-encoded keys (``c/i/j``) of the chunks a basic selection touches."""
+def _chunk_indices(spec: ArraySpec, selection: Any = Ellipsis) -> Iterator[tuple[int, ...]]:
+    """The grid indices of the chunks a basic selection (ints and slices) touches, in C order."""
     if selection is Ellipsis:
         selection = tuple(slice(None) for _ in spec.shape)
     ranges = []
@@ -38,17 +38,25 @@ def chunk_keys(spec: ArraySpec, selection: Any = Ellipsis) -> list[str]:
         else:
             start, stop, _ = part.indices(extent)
             ranges.append(range(start // side, (stop - 1) // side + 1))
-    return ["c/" + "/".join(map(str, index)) for index in itertools.product(*ranges)]
+    return itertools.product(*ranges)
+
+
+def _key(index: tuple[int, ...]) -> str:
+    return "c/" + "/".join(map(str, index))
+
+
+def chunk_keys(spec: ArraySpec, selection: Any = Ellipsis) -> list[str]:
+    """The v3 default-encoded keys (``c/i/j``) of the chunks a basic selection touches."""
+    return [_key(index) for index in _chunk_indices(spec, selection)]
 
 
 def encoded_chunks(spec: ArraySpec, data: np.ndarray) -> dict[str, bytes]:
     """Every chunk of ``data`` encoded with ``spec``'s Blosc, by its v3 default key."""
     codec = spec.numcodecs_blosc()
     bodies = {}
-    for key in chunk_keys(spec):
-        index = [int(i) for i in key.split("/")[1:]]
+    for index in _chunk_indices(spec):
         block = data[tuple(slice(i * side, (i + 1) * side) for i, side in zip(index, spec.chunks, strict=True))]
-        bodies[key] = codec.encode(np.ascontiguousarray(block))
+        bodies[_key(index)] = codec.encode(np.ascontiguousarray(block))
     return bodies
 
 

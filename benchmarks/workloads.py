@@ -68,11 +68,13 @@ def full_write_and_read(
 
     write_runners = {name: (lambda n=name: ENGINES[n].write(places[n], data, spec, s3)) for name in engines}
     read_floor: dict[str, Callable[[], Any]] = {}
+    floor_clients: list[BareS3] = []
     if s3 and not spec.shards:
         bodies = encoded_chunks(spec, data)
-        write_floor, read_floor_client = BareS3(s3, f"{label}-floor"), BareS3(s3, f"{label}-{ASYNCARR}")
-        write_runners[FLOOR] = lambda: write_floor.put_all(bodies)
-        read_floor[FLOOR] = lambda: read_floor_client.get_all(list(bodies))
+        writer, reader = BareS3(s3, f"{label}-floor"), BareS3(s3, places[ASYNCARR])
+        floor_clients = [writer, reader]
+        write_runners[FLOOR] = lambda: writer.put_all(bodies)
+        read_floor[FLOOR] = lambda: reader.get_all(list(bodies))
     writes = interleaved(
         f"{label} write",
         write_runners,
@@ -92,9 +94,8 @@ def full_write_and_read(
         check=_equal_check(data),
         server_cpu=server_cpu,
     )
-    if read_floor:
-        write_floor.close()
-        read_floor_client.close()
+    for client in floor_clients:
+        client.close()
     return [*writes.values(), *reads.values()]
 
 
