@@ -36,6 +36,8 @@ class Settings:
     """Byte ranges in one shard closer than this are fetched with one request."""
     codec_batch_bytes: int = 4 * 1024 * 1024
     """Chunks are decoded in batches of about this many bytes per thread-pool hop."""
+    allow_pickle: bool = False
+    """Build the ``pickle`` codec from metadata: unpickling runs code the data's author chose."""
 
 
 _VALIDATORS = {
@@ -47,6 +49,7 @@ _VALIDATORS = {
     "write_empty_chunks": lambda v: isinstance(v, bool),
     "shard_coalesce_gap": lambda v: isinstance(v, int) and v >= 0,
     "codec_batch_bytes": lambda v: isinstance(v, int) and v >= 1,
+    "allow_pickle": lambda v: isinstance(v, bool),
 }
 
 
