@@ -6,6 +6,11 @@ saying so rather than yielding nothing. Byte ranges become ``Range`` headers (``
 ``bytes=a-``, ``bytes=-n``); a server that ignores them (200 and the whole body) is sliced
 locally, and a range wholly past the end (416) reads as ``b""``, like Python slicing.
 
+Redirects are followed here, not by aiohttp: at most ``MAX_REDIRECTS`` hops, to http(s) URLs
+only, and a hop to another origin (scheme, host or port) carries none of the caller's headers
+or URL credentials, which belong to the base URL's origin alone (aiohttp itself would drop
+only ``Authorization``, not an API key in a header of another name).
+
 Every request runs through `call_with_retries`. One aiohttp session per event loop, with as
 many pooled connections as ``config.concurrency``; ``close()`` closes the running loop's.
 A session a store leaves open is closed when its loop shuts down (``asyncio.run`` does that)
@@ -34,13 +39,16 @@ from .clients import PerLoopClients
 from .retry import Failure, ShortBodyError, call_with_retries
 from .url import STORE_SCHEMES
 
-__all__ = ["HTTPStore"]
+__all__ = ["MAX_REDIRECTS", "HTTPStore"]
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _HEAD_REFUSED = (405, 501)
 _UNSET = -1
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 10
+"""Redirects one request may follow; one more is a StoreError naming the URL."""
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -150,7 +158,7 @@ class HTTPStore(Store):
         headers = {} if range_header is None else {"Range": range_header}
 
         async def attempt(session: aiohttp.ClientSession) -> bytes | None:
-            async with session.get(self._request_url(key), headers={**self._headers, **headers}) as response:
+            async with self._send(session, "GET", key, headers) as response:
                 if response.status == 404:
                     return None
                 if response.status == 416 and range_header is not None:
@@ -197,6 +205,27 @@ class HTTPStore(Store):
     def _request_url(self, key: str) -> URL:
         return URL(f"{self._base_url}/{quote(key, safe='/')}", encoded=True)
 
+    @contextlib.asynccontextmanager
+    async def _send(
+        self, session: aiohttp.ClientSession, method: str, key: str, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The final response to ``method`` of ``key``, following redirects (see the module docstring)."""
+        url = self._request_url(key)
+        origin = _origin(url)
+        request_headers = {**self._headers, **(headers or {})}
+        for _ in range(MAX_REDIRECTS + 1):
+            async with session.request(method, url, headers=request_headers, allow_redirects=False) as response:
+                location = response.headers.get("Location") if response.status in _REDIRECT_STATUSES else None
+                if location is None:
+                    yield response
+                    return
+            url = _redirect_target(url, location)
+            if _origin(url) != origin:
+                # Once off the origin, never back on: only the request's own headers (Range) go on.
+                request_headers = dict(headers or {})
+            _log.debug("%s %s: redirected to %s", method, self.key_url(key), _shown(url))
+        raise _RedirectError(f"more than {MAX_REDIRECTS} redirects; the last was to {_shown(url)}")
+
     async def _call(self, key: str, action: str, attempt: Callable[[aiohttp.ClientSession], Awaitable[T]]) -> T:
         loop_session = await self._clients.get("session", _open_session)
         # Waiting for a slot happens outside the per-attempt timeout: a queue is not a slow server.
@@ -214,7 +243,7 @@ class HTTPStore(Store):
         if not self._head_refused:
 
             async def head(session: aiohttp.ClientSession) -> int | None:
-                async with session.head(self._request_url(key), headers=self._headers, allow_redirects=True) as r:
+                async with self._send(session, "HEAD", key) as r:
                     if r.status == 404:
                         return None
                     if r.status in _HEAD_REFUSED:
@@ -230,8 +259,7 @@ class HTTPStore(Store):
                 return size
 
         async def first_byte(session: aiohttp.ClientSession) -> int | None:
-            headers = {**self._headers, "Range": "bytes=0-0"}
-            async with session.get(self._request_url(key), headers=headers) as response:
+            async with self._send(session, "GET", key, {"Range": "bytes=0-0"}) as response:
                 if response.status == 404:
                     return None
                 if response.status == 416:
@@ -272,6 +300,34 @@ class _HTTPStatusError(Exception):
     def __init__(self, status: int, reason: str | None) -> None:
         super().__init__(f"HTTP {status} {reason or ''}".rstrip())
         self.status = status
+
+
+class _RedirectError(Exception):
+    """A redirect not followed: to a URL that is not http(s), malformed, or one hop too many."""
+
+
+def _shown(url: URL) -> str:
+    """``url`` fit for a message: no user:password, no query (a redirect's may hold a signed token)."""
+    return str(url.with_user(None).with_query(None).with_fragment(None))
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    """Scheme, host and port (the scheme's default when none is written): what a secret is bound to."""
+    return url.scheme, url.host, url.port
+
+
+def _redirect_target(current: URL, location: str) -> URL:
+    """The absolute URL a Location header names, relative to ``current``; only http(s) is followed."""
+    try:
+        target = current.join(URL(location))
+    except ValueError as exc:
+        raise _RedirectError(f"a redirect to a malformed URL ({exc})") from None
+    if target.scheme not in ("http", "https") or not target.host:
+        raise _RedirectError(
+            f"the redirect to {_shown(target)} was refused: HTTP stores follow redirects to http(s) URLs only"
+        )
+    # A user:password in a Location is the server's, not the caller's: never turned into Basic auth.
+    return target.with_user(None)
 
 
 def _raise_for_status(response: aiohttp.ClientResponse) -> None:
@@ -315,7 +371,7 @@ def _classify(exc: BaseException) -> Failure:
         if status in (408, 429) or status >= 500:
             return Failure.TRANSIENT
         return Failure.FATAL
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+    if isinstance(exc, (_RedirectError, aiohttp.ClientConnectorCertificateError)):
         return Failure.FATAL
     if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError, ConnectionError)):
         return Failure.TRANSIENT
