@@ -14,8 +14,10 @@ stack it is given whatever closes it. `PerLoopClients` opens each client on firs
 
 Stores with the same configuration share one `PerLoopClients` through `shared_clients`, so
 arrays opened one after another on one bucket reuse its connections instead of each opening
-(and keeping) a pool of its own. Each store holds a `ClientsLease`: the shared clients close
-when the last store that used them closes.
+(and keeping) a pool of its own. Each store holds a `ClientsLease`: the shared clients close,
+and leave the registry, when the last store that used them closes. The registry is keyed by
+an HMAC (with a key made at import) of the configuration, never by the configuration itself:
+it holds no credential, and a memory dump of it reveals none.
 
 Open sets are held here strongly, so a dropped store's sessions are still closed by one of
 these rather than left to the garbage collector. After ``os.fork`` the child keeps but never
@@ -28,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
 import threading
@@ -50,9 +54,11 @@ _inherited_sets: list[_LoopClients] = []
 """Sets inherited over fork: kept so that nothing finalises them here, never used or closed."""
 _fork_generation = 0
 """Counts the forks between the importing process and this one: a set of an older generation is a parent's."""
-_shared: dict[Hashable, PerLoopClients] = {}
-"""The clients of every store configuration seen, kept for the process's life (one entry per configuration)."""
+_shared: dict[bytes, PerLoopClients] = {}
+"""The clients of every store configuration in use, by `_digest` of the configuration; removed on last close."""
 _shared_lock = threading.Lock()
+_DIGEST_KEY = os.urandom(32)
+"""Keys `_digest`: without it, a digest of a short secret could be checked against guesses."""
 
 
 class PerLoopClients:
@@ -181,42 +187,72 @@ class _LoopClients:
 
 
 class ClientsLease:
-    """One store's hold on shared `PerLoopClients`: taken on first use, given back by ``close()``."""
+    """One store's hold on shared `PerLoopClients`: taken on first use, given back by ``close()``.
 
-    def __init__(self, clients: PerLoopClients) -> None:
-        self._clients = clients
-        self._held = False
+    It keeps the digest of the store's configuration, not the configuration, so a store used
+    again after ``close()`` finds (or starts) the shared clients of its configuration anew.
+    """
+
+    def __init__(self, digest: bytes, service: str, location: str, log: logging.Logger) -> None:
+        self._digest = digest
+        self._service = service
+        self._location = location
+        self._log = log
+        self._clients: PerLoopClients | None = None  # set while held
         self._lock = threading.Lock()  # one store may be used from several threads' loops
 
     def __repr__(self) -> str:
-        return f"ClientsLease({self._clients!r}, held={self._held})"
+        return f"ClientsLease({self._service} {self._location}, held={self._clients is not None})"
 
     async def get(self, name: str, open_client: ClientOpener[T]) -> T:
         """The running loop's client ``name`` of the shared set, opened by ``open_client`` if no store has yet."""
-        if not self._held:
+        clients = self._clients
+        if clients is None:
             with self._lock:
-                if not self._held:
-                    self._clients.lease()
-                    self._held = True
-        return await self._clients.get(name, open_client)
+                clients = self._clients
+                if clients is None:
+                    clients = self._clients = _take_shared(self._digest, self._service, self._location, self._log)
+        return await clients.get(name, open_client)
 
     async def close(self) -> None:
         """Give the clients back; they close when no other store holds them (every loop's, as `PerLoopClients`)."""
         with self._lock:
-            if not self._held:
-                return
-            self._held = False
-        if self._clients.release():
-            await self._clients.close()
+            clients, self._clients = self._clients, None
+        if clients is not None and _give_back_shared(self._digest, clients):
+            await clients.close()
+
+
+def _digest(identity: Hashable) -> bytes:
+    """A keyed digest of a store configuration (a tuple of str, int, bool, None and such tuples)."""
+    return hmac.new(_DIGEST_KEY, repr(identity).encode(), hashlib.sha256).digest()
+
+
+def _take_shared(digest: bytes, service: str, location: str, log: logging.Logger) -> PerLoopClients:
+    with _shared_lock:
+        clients = _shared.get(digest)
+        if clients is None:
+            clients = _shared[digest] = PerLoopClients(service, location, log)
+        clients.lease()
+        return clients
+
+
+def _give_back_shared(digest: bytes, clients: PerLoopClients) -> bool:
+    """Count one holder fewer; True (and the entry gone from the registry) when it was the last."""
+    with _shared_lock:
+        if not clients.release():
+            return False
+        if _shared.get(digest) is clients:
+            del _shared[digest]
+        return True
 
 
 def shared_clients(identity: Hashable, service: str, location: str, log: logging.Logger) -> ClientsLease:
-    """A lease on the clients every store with ``identity`` (its whole client configuration) shares."""
-    with _shared_lock:
-        clients = _shared.get(identity)
-        if clients is None:
-            clients = _shared[identity] = PerLoopClients(service, location, log)
-    return ClientsLease(clients)
+    """A lease on the clients every store with ``identity`` (its whole client configuration) shares.
+
+    ``identity`` is digested at once and not kept: the lease and the registry hold only the digest.
+    ``location`` (shown in logs and reprs) must hold no secret.
+    """
+    return ClientsLease(_digest(identity), service, location, log)
 
 
 def _close_open_sets_at_exit() -> None:

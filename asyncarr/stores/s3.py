@@ -65,6 +65,7 @@ _DELETE_BATCH = 1000  # the most keys one DeleteObjects request accepts
 _PUBLIC_HINT = 'The bucket may be public: pass storage_options={"anon": True}.'
 _PRIVATE_HINT = "The bucket is not public: pass credentials (key/secret or profile)."
 _STREAMED_BODY = 1 << 16  # bodies larger than this are sent piece by piece
+_REGION_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -175,9 +176,13 @@ class S3Store(BucketStore):
         self._credentials = _Credentials(key, secret, token)
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
-        # The session, aiobotocore client and credentials, shared by every store of this bucket and configuration.
-        identity = ("S3", bucket, self._anon, region, endpoint_url, key, secret, token, profile, extra.get("verify"))
-        self._clients = shared_clients(identity, "S3", f"s3://{bucket}", _log)
+        # The session, aiobotocore client and credentials, shared by every store of this bucket and
+        # configuration; shared_clients keeps only a keyed digest of it, never the secrets.
+        identity = tuple(
+            (name, dataclasses.astuple(value) if isinstance(value, _Credentials) else value)
+            for name, value in self._client_configuration().items()
+        )
+        self._clients = shared_clients(("S3", *identity), "S3", f"s3://{bucket}", _log)
         self._signer = Signer("s3")
         self._credential_source: Any = None  # botocore's (possibly refreshable) credentials, found once
         self._bucket_region = self._region or _default_region() or "us-east-1"
@@ -209,21 +214,25 @@ class S3Store(BucketStore):
             flags.append("read_only=True")
         return f"S3Store({', '.join(flags)})"
 
-    def __getstate__(self) -> dict[str, Any]:
+    def _client_configuration(self) -> dict[str, Any]:
+        """Everything the clients depend on: stores that agree on it share clients, and pickles carry it."""
         return {
             "bucket": self._bucket,
-            "prefix": self._root,
-            "read_only": self.read_only,
             "anon": self._anon,
             "region": self._region,
             "endpoint_url": self._endpoint_url,
             "credentials": self._credentials,
             "profile": self._profile,
-            "client_kwargs": self._client_kwargs,
+            "client_kwargs": tuple(sorted(self._client_kwargs.items())),
         }
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"prefix": self._root, "read_only": self.read_only, **self._client_configuration()}
+
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
         credentials = state.pop("credentials")
+        state["client_kwargs"] = dict(state["client_kwargs"])
         self.__init__(  # type: ignore[misc]
             **state, key=credentials.key, secret=credentials.secret, token=credentials.token
         )
@@ -420,6 +429,8 @@ class S3Store(BucketStore):
             found = answer.get("x-amz-bucket-region")
             if resend or status not in REGION_REDIRECTS or not found or found == region:
                 break
+            if not _REGION_NAME.fullmatch(found):
+                break  # the region becomes part of a host name: nothing but a region name may
             _log.debug("S3 says the bucket of %s is in %s, not %s", self._location, found, region)
             self._bucket_region = found  # and send the request again (once), signed for that region
         return status, answer, data
