@@ -20,7 +20,7 @@ from .errors import (
 from .group import AsyncGroup, ensure_parent_groups, open_node
 from .locks import ProcessSynchronizer, ThreadSynchronizer
 from .metadata import GroupMetadataV3, consolidated_v2_document, consolidated_v3_metadata
-from .nodes import join_path, normalize_path, read_documents, write_documents
+from .nodes import check_not_inside_local_array, join_path, normalize_path, read_documents, write_documents
 from .stores.base import Store
 from .stores.url import as_store
 
@@ -113,6 +113,7 @@ async def open_array(
             f"creating an array needs shape= (mode {mode!r} on {resolved.key_url(path) or resolved.location})"
         )
     metadata = build_array_metadata(shape=shape, zarr_format=zarr_format, **create_kwargs)
+    await check_not_inside_local_array(resolved)
     await _clear_for_create(resolved, path, mode, zarr_format, "array")
     await ensure_parent_groups(resolved, path, metadata.zarr_format)
     return await AsyncArray.create(resolved, path, metadata, synchronizer=synchronizer)
@@ -136,6 +137,7 @@ async def open_group(
         except GroupNotFoundError:
             if mode != "a":
                 raise
+    await check_not_inside_local_array(resolved)
     await _clear_for_create(resolved, path, mode, zarr_format, "group")
     zarr_format = _default_format(zarr_format)
     await ensure_parent_groups(resolved, path, zarr_format)

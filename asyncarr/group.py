@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import types
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from .array import AsyncArray
 from .creation import build_array_metadata
-from .errors import ContainsArrayError, ContainsGroupError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
+from .errors import (
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from .metadata import (
     GroupMetadataV2,
     GroupMetadataV3,
     consolidated_children,
     consolidated_documents,
     consolidated_subtree,
+    node_kind,
     parse_consolidated_v2,
     parse_consolidated_v3,
     parse_node,
@@ -35,6 +44,10 @@ from .tree import Tree, TreeNode
 __all__ = ["AsyncGroup", "ensure_parent_groups", "open_node"]
 
 GroupMetadata = GroupMetadataV2 | GroupMetadataV3
+# The documents whose presence makes a node (a lone v2 ``.zattrs`` does not).
+_NODE_MARKERS = ("zarr.json", ".zarray", ".zgroup")
+# Longest error message shown for an unreadable member in a tree() line.
+_TREE_ERROR_CHARS = 300
 
 
 def _node_from_documents(
@@ -81,21 +94,26 @@ async def _consolidated_v2_group(store: Store, path: str, read_only: bool) -> As
 
 
 async def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> None:
-    """Create group metadata for every missing ancestor of ``path``, the root included."""
+    """Create group metadata for every missing ancestor of ``path``, the root included.
+
+    Every ancestor is checked before anything is written: one that is an array (of either format,
+    decided from its parsed metadata) raises ContainsArrayError, one whose ``zarr.json`` cannot be
+    read raises its MetadataError, and then nothing is created.
+    """
     parts = normalize_path(path).split("/")[:-1]
     ancestors = [""] + ["/".join(parts[: i + 1]) for i in range(len(parts))] if path else []
-    found = await asyncio.gather(*(read_documents(store, p, zarr_format) for p in ancestors))
-    metadata = GroupMetadataV3({}) if zarr_format == 3 else GroupMetadataV2({})
+    found = await asyncio.gather(*(read_documents(store, p) for p in ancestors))
+    missing = []
     for ancestor, documents in zip(ancestors, found, strict=True):
-        if not any(v is not None for v in documents.values()):
-            await write_documents(store, ancestor, metadata.to_documents())
-        elif (".zarray" in documents and documents[".zarray"] is not None) or _is_v3_array(documents):
-            raise ContainsArrayError(f"{store.key_url(ancestor) or store.location}: an array is here, not a group")
-
-
-def _is_v3_array(documents: Mapping[str, bytes | None]) -> bool:
-    raw = documents.get("zarr.json")
-    return raw is not None and b'"array"' in raw and b'"node_type"' in raw and b'"group"' not in raw
+        where = store.key_url(ancestor) if ancestor else store.location
+        kind = node_kind(documents, where)
+        if kind == "array":
+            raise ContainsArrayError(f"{where}: an array is here, not a group")
+        if kind is None:
+            missing.append(ancestor)
+    metadata = GroupMetadataV3({}) if zarr_format == 3 else GroupMetadataV2({})
+    for ancestor in missing:
+        await write_documents(store, ancestor, metadata.to_documents())
 
 
 class AsyncGroup:
@@ -227,12 +245,10 @@ class AsyncGroup:
         )
 
     async def contains(self, name: str) -> bool:
-        """Whether an array or group exists at ``name``."""
-        try:
-            await self.getitem(name)
-        except NodeNotFoundError:
-            return False
-        return True
+        """Whether an array or group exists at ``name``, readable or not (its metadata is not parsed)."""
+        self._child_path(name)
+        documents = await self._child_documents(normalize_path(name))
+        return any(documents.get(marker) is not None for marker in _NODE_MARKERS)
 
     async def _child_names(self) -> list[str]:
         if self._consolidated is not None:
@@ -241,18 +257,30 @@ class AsyncGroup:
         return sorted(names)
 
     async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
-        """Yield ``(name, node)`` for every direct child, sorted by name."""
+        """Yield ``(name, node)`` for every direct child, sorted by name.
+
+        A child whose metadata cannot be read is skipped with a warning naming it (``getitem``
+        raises its MetadataError; ``tree()`` shows it), so one broken child hides no other.
+        """
+        for name, node in await self._children():
+            if isinstance(node, MetadataError):
+                warnings.warn(f"skipped the unreadable member {name!r} of {self!r}: {node}", UserWarning, stacklevel=2)
+                continue
+            yield name, node
+
+    async def _children(self) -> list[tuple[str, AsyncArray | AsyncGroup | MetadataError]]:
+        """Every direct child, sorted by name: its node, or the MetadataError that opening it raised."""
         names = await self._child_names()
         nodes = await asyncio.gather(*(self._try_child(name) for name in names))
-        for name, node in zip(names, nodes, strict=True):
-            if node is not None:
-                yield name, node
+        return [(name, node) for name, node in zip(names, nodes, strict=True) if node is not None]
 
-    async def _try_child(self, name: str) -> AsyncArray | AsyncGroup | None:
+    async def _try_child(self, name: str) -> AsyncArray | AsyncGroup | MetadataError | None:
         try:
             return await self.getitem(name)
         except NodeNotFoundError:
-            return None
+            return None  # a directory without metadata, e.g. chunks
+        except MetadataError as exc:
+            return exc
 
     async def keys(self) -> AsyncIterator[str]:
         """Yield the names of the direct children."""
@@ -296,14 +324,19 @@ class AsyncGroup:
     async def _prepare_new_member(self, name: str, overwrite: bool) -> str:
         self._check_writable()
         path = self._child_path(name)
-        existing = await read_documents(self._store, path, self.zarr_format)
+        # Both formats are looked for: a v3 member must not be written into a v2 array either.
+        existing = await read_documents(self._store, path)
         if any(value is not None for value in existing.values()):
-            if not overwrite:
-                node = _node_from_documents(self._store, path, existing, read_only=True)
-                error = ContainsArrayError if isinstance(node, AsyncArray) else ContainsGroupError
-                what = "an array" if isinstance(node, AsyncArray) else "a group"
-                raise error(f"{self._store.key_url(path)}: {what} already exists; pass overwrite=True to replace it")
-            await self._store.delete_prefix(path)
+            if overwrite:
+                await self._store.delete_prefix(path)
+            else:
+                kind = node_kind(existing, self._store.key_url(path))  # unreadable: its MetadataError
+                if kind is not None:
+                    error = ContainsArrayError if kind == "array" else ContainsGroupError
+                    raise error(
+                        f"{self._store.key_url(path)}: {'an' if kind == 'array' else 'a'} {kind} already exists; "
+                        "pass overwrite=True to replace it"
+                    )
         await ensure_parent_groups(self._store, path, self.zarr_format)
         self._consolidated = None  # the hierarchy changed: consolidated entries are stale
         return path
@@ -400,8 +433,10 @@ class AsyncGroup:
 
     async def _tree_node(self, label: str) -> TreeNode:
         children = []
-        async for name, node in self.members():
-            if isinstance(node, AsyncGroup):
+        for name, node in await self._children():
+            if isinstance(node, MetadataError):
+                children.append(TreeNode(f"{name} (unreadable: {_short_error(node)})", ()))
+            elif isinstance(node, AsyncGroup):
                 children.append(await node._tree_node(name))
             else:
                 children.append(TreeNode(f"{name} {node.shape} {node.dtype}", ()))
@@ -437,6 +472,12 @@ class AsyncGroup:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["store"], state["path"], state["metadata"], read_only=state["read_only"])  # type: ignore[misc]
+
+
+def _short_error(error: Exception) -> str:
+    """``"MetadataError: <message>"`` on one line, cut to `_TREE_ERROR_CHARS` characters."""
+    text = f"{type(error).__name__}: {' '.join(str(error).split())}"
+    return text if len(text) <= _TREE_ERROR_CHARS else text[: _TREE_ERROR_CHARS - 1] + "…"
 
 
 def _is_under(key: str, path: str) -> bool:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 
-from .errors import MetadataError
+from .errors import ContainsArrayError, MetadataError
+from .metadata import node_kind
 from .stores.base import Store, validate_key
+from .stores.local import LocalStore
 
 __all__ = [
     "V2_DOCUMENTS",
     "V3_DOCUMENTS",
+    "check_not_inside_local_array",
     "join_path",
     "node_key",
     "normalize_path",
@@ -84,3 +88,42 @@ def ensure_documents_decodable(documents: Mapping[str, bytes | None], store: Sto
             raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise MetadataError(f"{store.key_url(node_key(path, name))}: not valid UTF-8 JSON ({exc})") from exc
+
+
+def _nearest_local_node(directory: str) -> tuple[str, str | None]:
+    """Walk up from `directory` to the first one holding node metadata: (that directory, its kind).
+
+    The kind comes from the parsed documents; an unreadable one ends the walk with kind None (what
+    lies outside the store is not ours to judge, only not to write into an array).
+    """
+    while True:
+        documents: dict[str, bytes | None] = {}
+        for name in ("zarr.json", ".zarray", ".zgroup"):
+            try:
+                with open(os.path.join(directory, name), "rb") as file:
+                    documents[name] = file.read()
+            except OSError:
+                documents[name] = None
+        if any(value is not None for value in documents.values()):
+            try:
+                return directory, node_kind(documents, "file://" + directory.replace(os.sep, "/"))
+            except MetadataError:
+                return directory, None
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return directory, None
+        directory = parent
+
+
+async def check_not_inside_local_array(store: Store) -> None:
+    """Raise ContainsArrayError if `store` is a directory inside a local array's directory.
+
+    A local path opens a store rooted exactly there, so the hierarchy above it is invisible to the
+    store; creating a node in an array's directory (``arr.zarr/c``, say) would mix it with the chunks.
+    """
+    if not isinstance(store, LocalStore):
+        return
+    directory, kind = await asyncio.to_thread(_nearest_local_node, os.path.dirname(store.root))
+    if kind == "array":
+        where = "file://" + directory.replace(os.sep, "/")
+        raise ContainsArrayError(f"{store.location}: it is inside the array at {where}; nothing is created there")

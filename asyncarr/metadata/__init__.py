@@ -61,6 +61,7 @@ __all__ = [
     "dtype_to_json",
     "fill_value_to_json",
     "guess_chunks",
+    "node_kind",
     "normalize_chunks",
     "parse_consolidated_v2",
     "parse_consolidated_v3",
@@ -80,6 +81,32 @@ _CHUNK_MIN_BYTES = 128 * 1024
 _CHUNK_MAX_BYTES = 64 * 1024 * 1024
 
 
+def _v3_node_type(document: Mapping[str, Any], doc_path: str) -> Literal["array", "group"]:
+    node_type = document.get("node_type")
+    if node_type not in ("array", "group"):
+        raise MetadataError(f"{doc_path}: 'node_type' must be 'array' or 'group', got {node_type!r}")
+    return node_type
+
+
+def node_kind(documents: Mapping[str, bytes | None], path: str) -> Literal["array", "group"] | None:
+    """Return whether the documents of the node at `path` make an array or a group (None: no node).
+
+    Decided as `parse_node` decides, from parsed JSON and never from bytes in the documents: the
+    ``node_type`` of ``zarr.json``; else ``.zarray`` an array, ``.zgroup`` a group. Only the node
+    type is checked, so an array with, say, an unknown codec is still an array; a ``zarr.json``
+    that is not JSON, or names no node type, is a MetadataError naming its key.
+    """
+    raw = documents.get("zarr.json")
+    if raw is not None:
+        doc_path = document_path(path, "zarr.json")
+        return _v3_node_type(load_json_object(raw, doc_path), doc_path)
+    if documents.get(".zarray") is not None:
+        return "array"
+    if documents.get(".zgroup") is not None:
+        return "group"
+    return None
+
+
 def parse_node(documents: Mapping[str, bytes | None], path: str) -> NodeMetadata:
     """Return the metadata of the node at `path` from whichever of its documents are present.
 
@@ -90,12 +117,9 @@ def parse_node(documents: Mapping[str, bytes | None], path: str) -> NodeMetadata
     if raw is not None:
         doc_path = document_path(path, "zarr.json")
         document = load_json_object(raw, doc_path)
-        node_type = document.get("node_type")
-        if node_type == "array":
+        if _v3_node_type(document, doc_path) == "array":
             return ArrayMetadataV3.from_json(document, doc_path)
-        if node_type == "group":
-            return GroupMetadataV3.from_json(document, doc_path)
-        raise MetadataError(f"{doc_path}: 'node_type' must be 'array' or 'group', got {node_type!r}")
+        return GroupMetadataV3.from_json(document, doc_path)
     if documents.get(".zarray") is not None:
         return ArrayMetadataV2.from_documents(documents, path)
     if documents.get(".zgroup") is not None:
