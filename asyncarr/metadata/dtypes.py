@@ -376,6 +376,12 @@ def _decode_base64(json_value: Any, dtype: np.dtype) -> bytes:
         raise _bad_fill(json_value, dtype, "a base64 string") from None
 
 
+def _bytes_from_byte_values(json_value: list[Any], dtype: np.dtype) -> bytes:
+    if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in json_value):
+        raise _bad_fill(json_value, dtype, "a list of byte values 0-255")
+    return bytes(json_value)
+
+
 def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
     """Decode a metadata ``fill_value`` into a NumPy scalar of `dtype` (None only for v2's null);
     variable-length strings and bytes give ``str`` and ``bytes``."""
@@ -391,6 +397,9 @@ def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
             return str(json_value)
         raise _bad_fill(json_value, dtype, "a string")
     if kind == "O":
+        if zarr_format == 3 and isinstance(json_value, list):
+            # zarr-python 3.0 wrote the v3 "bytes" fill value as its byte values; 3.1 writes base64.
+            return _bytes_from_byte_values(json_value, dtype)
         return _decode_base64(json_value, dtype)
     if kind == "b":
         if isinstance(json_value, bool) or (isinstance(json_value, int) and json_value in (0, 1)):
@@ -434,9 +443,7 @@ def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
         return np.str_(json_value)
     if kind == "V" and isinstance(json_value, list):
         # The v3 core r<N> types spell their fill value as a list of byte values.
-        if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in json_value):
-            raise _bad_fill(json_value, dtype, "a list of byte values 0-255")
-        raw = bytes(json_value)
+        raw = _bytes_from_byte_values(json_value, dtype)
     else:
         raw = _decode_base64(json_value, dtype)
     if len(raw) > dtype.itemsize:
