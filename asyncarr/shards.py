@@ -138,9 +138,22 @@ async def read_shard_region(
         out[out_selection] = indexer.finalize(target)
 
 
+async def _refuse_oversized_index(store: Store, key: str, codec: ShardingCodec) -> bool:
+    """For a declared index over the cap: False if the shard at `key` is absent (it reads as the
+    fill value, as on every other path), else raise `CodecError`. Nothing of the index's size is
+    requested, so no store allocates it."""
+    async with store.limiter:
+        stored = await store.exists(key)
+    if not stored:
+        return False
+    raise codec.index_too_large_error(key)
+
+
 async def _read_from_whole_shard(
     store: Store, key: str, codec: ShardingCodec, projections: list[ChunkProjection], target: np.ndarray
 ) -> bool:
+    if not codec.index_within_cap:
+        return await _refuse_oversized_index(store, key, codec)
     async with store.limiter:
         data = await store.get(key)
     if data is None:
@@ -164,6 +177,8 @@ async def _read_from_whole_shard(
 async def _read_from_ranges(
     store: Store, key: str, codec: ShardingCodec, projections: list[ChunkProjection], target: np.ndarray
 ) -> bool:
+    if not codec.index_within_cap:
+        return await _refuse_oversized_index(store, key, codec)
     async with store.limiter:
         index_bytes = await store.get(key, codec.index_byte_range())
     if index_bytes is None:

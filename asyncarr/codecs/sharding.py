@@ -17,6 +17,7 @@ Reads of part of a shard use the helpers here (`index_byte_range`, `parse_index`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
@@ -29,10 +30,17 @@ from asyncarr.codecs.v3 import ArrayBytesCodec, Buffer, ChunkSpec, register_code
 from asyncarr.errors import CodecError, MetadataError
 from asyncarr.stores.base import ByteRange
 
-__all__ = ["EMPTY_ENTRY", "ShardingCodec", "morton_order"]
+__all__ = ["EMPTY_ENTRY", "MAX_SHARD_INDEX_NBYTES", "ShardingCodec", "morton_order"]
 
 EMPTY_ENTRY = 2**64 - 1
 """Offset and nbytes of an index entry whose inner chunk is absent (reads as the fill value)."""
+
+MAX_SHARD_INDEX_NBYTES = 64 * 2**20
+"""Largest shard index read or written (64 MiB: about 4.2 million inner chunks per shard).
+
+Metadata may declare any number of inner chunks at no cost to its author; a larger index is
+refused with `CodecError` naming the shard before anything of its size is requested or allocated.
+"""
 
 _INDEX_LOCATIONS = ("start", "end")
 _CONFIG_FIELDS = {"chunk_shape", "codecs", "index_codecs", "index_location"}
@@ -57,18 +65,28 @@ def morton_order(grid_shape: Sequence[int]) -> np.ndarray:
     up, which is the order zarr-python writes inner chunks in.
     """
     grid_shape = tuple(int(n) for n in grid_shape)
-    coords = np.indices(grid_shape).reshape(len(grid_shape), -1).T
+    order = _morton_flat_order(grid_shape)
+    return np.stack(np.unravel_index(order, grid_shape), axis=-1) if grid_shape else np.zeros((1, 0), dtype=np.intp)
+
+
+def _morton_flat_order(grid_shape: tuple[int, ...]) -> np.ndarray:
+    """C-order flat positions of every cell of `grid_shape`, in Morton order (one intp per cell)."""
+    ncells = math.prod(grid_shape)
     bits = [(n - 1).bit_length() for n in grid_shape]
-    if sum(bits) > 63:  # pragma: no cover - a grid of over 2**63 cells cannot be allocated anyway
-        return coords
-    codes = np.zeros(len(coords), dtype=np.uint64)
+    if ncells <= 1 or sum(bits) > 63:  # pragma: no cover - over 2**63 cells cannot be allocated anyway
+        return np.arange(ncells, dtype=np.intp)
+    codes = np.zeros(grid_shape, dtype=np.uint64)
     code_bit = 0
-    for bit in range(max(bits, default=0)):
+    for bit in range(max(bits)):
         for axis, axis_bits in enumerate(bits):
             if bit < axis_bits:
-                codes |= ((coords[:, axis].astype(np.uint64) >> np.uint64(bit)) & np.uint64(1)) << np.uint64(code_bit)
+                # This axis's bit `bit`, broadcast along the others: no per-cell coordinate arrays.
+                axis_bit = (np.arange(grid_shape[axis], dtype=np.uint64) >> np.uint64(bit)) & np.uint64(1)
+                shape = [1] * len(grid_shape)
+                shape[axis] = grid_shape[axis]
+                codes |= axis_bit.reshape(shape) << np.uint64(code_bit)
                 code_bit += 1
-    return coords[np.argsort(codes, kind="stable")]
+    return np.argsort(codes.ravel(), kind="stable")
 
 
 def _fill_scalar(dtype: np.dtype, fill_value: Any) -> Any:
@@ -132,8 +150,9 @@ class ShardingCodec(ArrayBytesCodec):
         self.index_pipeline: Any = CodecPipeline.from_metadata(
             _ChainMetadata((*self.chunks_per_shard, 2), np.dtype(np.uint64), EMPTY_ENTRY, tuple(index_codecs))
         )
+        # Everything sized by the number of inner chunks (the write order, the index itself) is
+        # built only when a shard is read or written: opening costs the same for any count.
         self.index_nbytes: int = self._fixed_index_size()
-        self._write_order = [tuple(int(i) for i in row) for row in morton_order(self.chunks_per_shard)]
 
     @classmethod
     def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
@@ -206,6 +225,22 @@ class ShardingCodec(ArrayBytesCodec):
             return ByteRange.last(self.index_nbytes)
         return ByteRange(0, self.index_nbytes)
 
+    @property
+    def index_within_cap(self) -> bool:
+        """Whether the declared index is at most `MAX_SHARD_INDEX_NBYTES`, so shards can be read and written."""
+        return self.index_nbytes <= MAX_SHARD_INDEX_NBYTES
+
+    def _index_too_large(self) -> str:
+        return (
+            f"the metadata declares {self.nchunks_per_shard} inner chunks per shard, a "
+            f"{self.index_nbytes}-byte shard index, above the cap of {MAX_SHARD_INDEX_NBYTES} bytes "
+            "(asyncarr.codecs.sharding.MAX_SHARD_INDEX_NBYTES)"
+        )
+
+    def index_too_large_error(self, key: str) -> CodecError:
+        """The `CodecError` refusing the shard at `key` because its declared index is over the cap."""
+        return CodecError(f"chunk {key}: {self._index_too_large()}")
+
     def parse_index(self, data: Buffer, key: str) -> np.ndarray:
         """Decode the index bytes of the shard at `key` into uint64 ``(*chunks_per_shard, 2)``
         (offset, nbytes) pairs; a wrong length, checksum or malformed entry raises `CodecError`."""
@@ -215,6 +250,8 @@ class ShardingCodec(ArrayBytesCodec):
             raise CodecError(f"chunk {key}: {exc}") from exc
 
     def _parse_index(self, data: Buffer) -> np.ndarray:
+        if not self.index_within_cap:
+            raise ValueError(self._index_too_large())
         nbytes = memoryview(data).nbytes
         if nbytes != self.index_nbytes:
             raise ValueError(f"the shard index has {nbytes} bytes, expected {self.index_nbytes} (truncated shard?)")
@@ -255,6 +292,11 @@ class ShardingCodec(ArrayBytesCodec):
         return tuple(slice(c * n, (c + 1) * n) for c, n in zip(inner_coords, self.inner_chunk_shape, strict=True))
 
     # -- whole shards -------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _write_order(self) -> np.ndarray:
+        """Flat C-order positions of the inner chunks in the order they are written (Morton)."""
+        return _morton_flat_order(self.chunks_per_shard)
 
     def _check_spec(self, spec: ChunkSpec) -> None:
         if tuple(spec.shape) != self.shard_shape:
@@ -301,21 +343,23 @@ class ShardingCodec(ArrayBytesCodec):
         """Encode a whole shard; inner chunks equal to the fill value are left out (as absent)
         unless ``config.write_empty_chunks`` is set. A shard of nothing but fill is just an index."""
         self._check_spec(spec)
+        if not self.index_within_cap:
+            raise ValueError(self._index_too_large())
         index = np.full((*self.chunks_per_shard, 2), EMPTY_ENTRY, dtype=np.uint64)
-        if config.get("write_empty_chunks"):
-            omitted = np.zeros(self.chunks_per_shard, dtype=bool)
-        else:
-            omitted = _fill_mask(array, self.fill_value, self.inner_chunk_shape)
+        entries = index.reshape(-1, 2)
+        order = self._write_order
+        if not config.get("write_empty_chunks"):
+            kept = ~_fill_mask(array, self.fill_value, self.inner_chunk_shape).ravel()
+            order = order[kept[order]]
         pieces: list[bytes] = []
         offset = self.index_nbytes if self.index_location == "start" else 0
-        for coords in self._write_order:
-            if omitted[coords]:
-                continue
+        stored_coords = np.stack(np.unravel_index(order, self.chunks_per_shard), axis=-1).tolist()
+        for position, coords in zip(order.tolist(), stored_coords, strict=True):
             try:
                 encoded = self.inner_pipeline.encode(array[self.inner_region(coords)], "")
             except CodecError as exc:
-                raise ValueError(f"inner chunk {coords}: {exc.__cause__}") from exc.__cause__
-            index[coords] = (offset, len(encoded))
+                raise ValueError(f"inner chunk {tuple(coords)}: {exc.__cause__}") from exc.__cause__
+            entries[position] = (offset, len(encoded))
             offset += len(encoded)
             pieces.append(encoded)
         index_bytes = self.index_pipeline.encode(index, "index")
