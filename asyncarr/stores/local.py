@@ -4,6 +4,15 @@ Writes are atomic: each value goes to a temporary file in the key's directory (n
 ``.asyncarr-tmp-...``, never listed) and is renamed over the key with ``os.replace``, so a
 reader or a crash sees the old value or the new one, never a torn one. Deleting a key also
 removes the directories it leaves empty (below the root), so listings match object stores.
+
+Symbolic links never take the store outside its root (a shared directory may hold links a
+stranger planted): a link is followed only while its target stays below the root's real
+path. Reading or writing a key whose path resolves outside raises StoreError; listings leave
+such links out; deleting a key, a prefix or everything removes links themselves, never what
+they point to (``os.replace`` and ``os.unlink`` act on the link; ``shutil.rmtree`` neither
+follows links inside the tree nor accepts one as its top). Reads check the file actually
+opened (``/proc/self/fd`` where there is one), so swapping a directory for a link between a
+check and an open does not help; writes and deletes check the key's directory by path first.
 """
 
 from __future__ import annotations
@@ -33,7 +42,11 @@ _MAX_BATCH = 64
 _CREATE_ATTEMPTS = 4
 # Files up to this size are read whole with two os.read calls (the second finds the end).
 _SMALL_FILE_BYTES = 64 * 1024
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # O_BINARY: no newline translation on Windows
+# O_BINARY: no newline translation on Windows. O_NONBLOCK: opening a FIFO someone planted does
+# not wait for a writer forever (for regular files it changes nothing).
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+# Where the kernel names the file behind a descriptor: one readlink, about as cheap as the read.
+_FD_PATHS = "/proc/self/fd/" if os.path.isdir("/proc/self/fd") else None
 
 _T = TypeVar("_T")
 _Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
@@ -146,6 +159,7 @@ class LocalStore(Store):
         super().__init__(read_only=read_only)
         self._root = os.path.abspath(os.fspath(root))
         self._location = "file://" + self._root.replace(os.sep, "/")
+        self._real_root: str | None = None  # the root with its links resolved, found on first need
 
     @property
     def root(self) -> str:
@@ -247,6 +261,40 @@ class LocalStore(Store):
     def _dir_path(self, prefix: str) -> str:
         return self._root + os.sep + prefix[:-1] if prefix else self._root
 
+    def _inside_root(self, real_path: str) -> bool:
+        """Whether ``real_path`` (links resolved) is the root or below it."""
+        for attempt in range(2):
+            real_root = self._real_root
+            if real_root is None or attempt:  # the root may have been created or moved since it was resolved
+                real_root = self._real_root = os.path.realpath(self._root)
+            if real_path == real_root or real_path.startswith(real_root.rstrip(os.sep) + os.sep):
+                return True
+        return False
+
+    def _outside_root(self, key: str, real_path: str, action: str) -> StoreError:
+        return StoreError(
+            f"{self.key_url(key.rstrip('/'))}: the path leads outside the store root through a symbolic link "
+            f"(to {real_path}); LocalStore does not {action} files outside its root"
+        )
+
+    def _check_parent_inside(self, path: str, key: str, action: str) -> None:
+        """Raise StoreError if the directory of ``path`` resolves outside the root (``path`` itself may be a link)."""
+        real_parent = os.path.realpath(os.path.dirname(path))
+        if not self._inside_root(real_parent):
+            raise self._outside_root(key, real_parent, action)
+
+    def _check_opened_inside(self, fd: int, path: str, key: str) -> None:
+        """Raise StoreError if the file open as ``fd`` lies outside the root."""
+        if _FD_PATHS is not None:
+            try:
+                real_path = os.readlink(f"{_FD_PATHS}{fd}")
+            except OSError:
+                real_path = os.path.realpath(path)
+        else:
+            real_path = os.path.realpath(path)
+        if not self._inside_root(real_path):
+            raise self._outside_root(key, real_path, "read")
+
     def _error(self, key: str, exc: OSError) -> StoreError:
         """Map a filesystem error on ``key`` to the asyncarr error naming its URL."""
         url = self.key_url(key.rstrip("/"))
@@ -268,18 +316,23 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._error(key, exc) from exc
         try:
+            self._check_opened_inside(fd, path, key)
             if byte_range is None:
                 return _read_whole(fd)
             with open(fd, "rb", buffering=0, closefd=False) as file:
                 return _read_range(file, byte_range)
         except IsADirectoryError:  # os.open opens directories; reading one fails
             return None
+        except StoreError:
+            raise
         except OSError as exc:
             raise self._error(key, exc) from exc
         finally:
             os.close(fd)
 
     def _write_file(self, path: str, key: str, value: bytes) -> None:
+        # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
+        self._check_parent_inside(path, key, "write")
         directory = os.path.dirname(path)
         temp_path = os.path.join(directory, _TEMP_PREFIX + os.urandom(8).hex())
         try:
@@ -296,8 +349,9 @@ class LocalStore(Store):
             raise
 
     def _delete_file(self, path: str, key: str) -> None:
+        self._check_parent_inside(path, key, "delete")
         try:
-            os.unlink(path)
+            os.unlink(path)  # a link is removed itself, whatever it points to
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return
         except OSError as exc:
@@ -322,11 +376,23 @@ class LocalStore(Store):
             return None
         except OSError as exc:
             raise self._error(key, exc) from exc
-        return file_stat if stat.S_ISREG(file_stat.st_mode) else None
+        if not stat.S_ISREG(file_stat.st_mode):
+            return None
+        real_path = os.path.realpath(path)
+        if not self._inside_root(real_path):
+            raise self._outside_root(key, real_path, "read")
+        return file_stat
+
+    def _listable(self, directory: str) -> bool:
+        """Whether ``directory`` resolves inside the root (a prefix below a link may not)."""
+        return self._inside_root(os.path.realpath(directory))
 
     def _walk(self, prefix: str) -> list[str]:
         keys: list[str] = []
-        pending = [(self._dir_path(prefix), prefix)]
+        start = self._dir_path(prefix)
+        if prefix and not self._listable(start):
+            return keys
+        pending = [(start, prefix)]
         while pending:
             directory, key_prefix = pending.pop()
             try:
@@ -336,7 +402,8 @@ class LocalStore(Store):
                             continue
                         if entry.is_dir(follow_symlinks=False):
                             pending.append((entry.path, key_prefix + entry.name + "/"))
-                        elif entry.is_file():  # links to directories are not followed, nor listed
+                        # Links to directories are not followed, nor listed; links to files only inside the root.
+                        elif entry.is_file() and (not entry.is_symlink() or self._listable(entry.path)):
                             keys.append(key_prefix + entry.name)
             except (FileNotFoundError, NotADirectoryError):
                 continue
@@ -345,9 +412,13 @@ class LocalStore(Store):
         return keys
 
     def _children(self, prefix: str) -> list[str]:
+        directory = self._dir_path(prefix)
+        if prefix and not self._listable(directory):
+            return []
         try:
-            with os.scandir(self._dir_path(prefix)) as entries:
-                return [entry.name for entry in entries if not entry.name.startswith(_TEMP_PREFIX)]
+            with os.scandir(directory) as entries:
+                kept = [entry for entry in entries if not entry.name.startswith(_TEMP_PREFIX)]
+            return [entry.name for entry in kept if not entry.is_symlink() or self._listable(entry.path)]
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
@@ -358,12 +429,15 @@ class LocalStore(Store):
             if not issubclass(exc_info[0], FileNotFoundError):
                 raise exc_info[1]
 
+        if prefix:
+            self._check_parent_inside(self._dir_path(prefix), prefix, "delete")
         try:
             if not prefix:
                 with os.scandir(self._root) as entries:
                     targets = [entry.path for entry in entries]
             else:
                 targets = [self._dir_path(prefix)]
+            # A link is unlinked, never followed; rmtree removes the links inside the tree the same way.
             for target in targets:
                 if os.path.isdir(target) and not os.path.islink(target):
                     shutil.rmtree(target, onerror=raise_unless_gone)
