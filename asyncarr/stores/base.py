@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import dataclasses
 import threading
 import weakref
@@ -97,11 +98,29 @@ _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, 
 )
 
 
+_default_locations: set[str] = set()
+"""Default locations (unique to one store object) whose limiters go when that object does."""
+_gone_locations: list[str] = []
+"""Default locations of stores collected since: a finalizer may run inside _limiters_lock, so it only appends."""
+
+
+def _forget_gone_locations() -> None:
+    """Drop the limiters of collected stores (call with _limiters_lock held)."""
+    while _gone_locations:
+        location = _gone_locations.pop()
+        _default_locations.discard(location)
+        for per_loop in _limiters.values():
+            for limiter_key in [k for k in per_loop if k[0] == location]:
+                del per_loop[limiter_key]
+
+
 def _shared_limiter(location: str) -> asyncio.Semaphore:
     """The semaphore for ``location`` in the running loop, sized by the current ``config.concurrency``."""
     loop = asyncio.get_running_loop()
     concurrency = config.get("concurrency")
     with _limiters_lock:
+        if _gone_locations:
+            _forget_gone_locations()
         per_loop = _limiters.setdefault(loop, {})
         limiter = per_loop.get((location, concurrency))
         if limiter is None:
@@ -144,9 +163,14 @@ class Store(abc.ABC):
     # -- identity -----------------------------------------------------------------
 
     @property
-    @abc.abstractmethod
     def location(self) -> str:
-        """A URL-like string naming where the data lives (keys of shared chunk locks use it)."""
+        """A URL-like string naming where the data lives (keys of shared chunk locks use it).
+
+        The default, ``TypeName://<id in hex>``, is unique to this object and stable for its
+        life: a store that does not say where its data lives shares no limiter or lock with
+        any other handle. Override it so that two handles on the same data agree.
+        """
+        return f"{type(self).__name__}://{id(self):x}"
 
     def key_url(self, key: str) -> str:
         """The user-facing URL of ``key`` (used in error messages)."""
@@ -252,7 +276,13 @@ class Store(abc.ABC):
         and sized by ``config.concurrency`` as it is now: changing the setting takes effect
         for calls made afterwards.
         """
-        return _shared_limiter(self.location)
+        location = self.location
+        if type(self).location is _DEFAULT_LOCATION and location not in _default_locations:
+            # No other handle can share this location, so its limiters would only pile up after it is gone.
+            with contextlib.suppress(TypeError):  # a class with __slots__ and no __weakref__
+                weakref.finalize(self, _gone_locations.append, location)
+                _default_locations.add(location)
+        return _shared_limiter(location)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -283,3 +313,6 @@ class Store(abc.ABC):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+_DEFAULT_LOCATION = Store.__dict__["location"]
