@@ -248,7 +248,13 @@ class AzureStore(Store):
             trust_env=True,
         )
         session._retry_connection = False  # aiohttp would resend once on a dropped keep-alive connection
-        options = {"transport": AioHttpTransport(session=session, session_owner=True), "retry_total": 0}
+        # Blob Storage never redirects: refusing to follow one keeps a redirect from sending a signed or
+        # bearer-authorized request elsewhere (the SDK signs each hop again, after its redirect policy).
+        options = {
+            "transport": AioHttpTransport(session=session, session_owner=True),
+            "retry_total": 0,
+            "permit_redirects": False,
+        }
         if self._connection_string:
             client = ContainerClient.from_connection_string(self._connection_string, self.container, **options)
         else:
