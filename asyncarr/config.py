@@ -38,6 +38,9 @@ class Settings:
     """Chunks are decoded in batches of about this many bytes per thread-pool hop."""
     allow_pickle: bool = False
     """Build the ``pickle`` codec from metadata: unpickling runs code the data's author chose."""
+    variable_chunk_max_bytes: int = 256 * 1024 * 1024
+    """Most bytes a chunk may decompress to when its shape does not fix its size (variable-length
+    strings and bytes, shards inside a compressor); a chunk that would inflate further is refused."""
 
 
 _VALIDATORS = {
@@ -50,6 +53,7 @@ _VALIDATORS = {
     "shard_coalesce_gap": lambda v: isinstance(v, int) and v >= 0,
     "codec_batch_bytes": lambda v: isinstance(v, int) and v >= 1,
     "allow_pickle": lambda v: isinstance(v, bool),
+    "variable_chunk_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
 }
 
 

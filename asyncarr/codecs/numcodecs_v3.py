@@ -20,6 +20,8 @@ import numpy as np
 from numcodecs.abc import Codec as NumcodecsAbcCodec
 from numcodecs.compat import ensure_contiguous_ndarray
 
+from asyncarr.codecs.allowlist import check_codec_allowed, validated_v2_config
+from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.v3 import (
     ArrayArrayCodec,
     ArrayBytesCodec,
@@ -30,6 +32,7 @@ from asyncarr.codecs.v3 import (
     _configuration,
     decode_checked,
     register_codec,
+    shown,
 )
 from asyncarr.errors import MetadataError
 from asyncarr.metadata.dtypes import object_codec_id
@@ -57,6 +60,10 @@ _NUMCODECS_BYTES_BYTES = frozenset(
 )  # fmt: skip
 
 
+# numcodecs checksums that add a 4-byte checksum to the bytes they encode.
+_CHECKSUM_IDS = frozenset({"crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3"})
+
+
 class NumcodecsCodec(V3Codec):
     """A numcodecs codec under its zarr-python 3 name ``numcodecs.<id>``; see its subclasses."""
 
@@ -66,19 +73,25 @@ class NumcodecsCodec(V3Codec):
         self.codec_id = codec_id
         self.name = self.prefix + codec_id  # type: ignore[misc]
         self.configuration = dict(configuration)
+        validated = validated_v2_config({**self.configuration, "id": codec_id}, f"codec {self.name!r}")
         try:
-            self.numcodecs_codec = numcodecs.get_codec({"id": codec_id, **self.configuration})
+            self.numcodecs_codec = numcodecs.get_codec(validated)
         except Exception as exc:
-            raise MetadataError(f"codec {self.name!r}: invalid configuration {self.configuration!r}: {exc}") from exc
+            raise MetadataError(
+                f"codec {self.name!r}: invalid configuration {shown(self.configuration)}: {exc}"
+            ) from exc
 
     @classmethod
     def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> NumcodecsCodec:  # type: ignore[override]
         """Build the array->array, array->bytes or bytes->bytes wrapper the id calls for."""
-        name = json["name"]
+        name = json.get("name") if isinstance(json, Mapping) else None
+        if not isinstance(name, str) or not name.startswith(cls.prefix):
+            raise MetadataError(f"invalid codec {shown(json)}: expected an object with a 'numcodecs.<id>' name")
         codec_id = name.removeprefix(cls.prefix)
         config = json.get("configuration", {})
         if not isinstance(config, Mapping):
-            raise MetadataError(f"codec {name!r}: configuration must be an object, got {config!r}")
+            raise MetadataError(f"codec {shown(name)}: configuration must be an object, got {shown(config)}")
+        wrapper = numcodecs_codec_class(name)
         config = {k: v for k, v in config.items() if k != "id"}
         # zarr-python fills these from the array's data type when they are absent.
         if codec_id == "shuffle":
@@ -87,7 +100,7 @@ class NumcodecsCodec(V3Codec):
             config.setdefault("dtype", spec.dtype.str)
         elif codec_id == "astype":
             config.setdefault("decode_dtype", spec.dtype.str)
-        return numcodecs_codec_class(name)(codec_id, config)
+        return wrapper(codec_id, config)
 
     def to_json(self) -> dict[str, Any]:
         """Return the codec's v3 JSON, as zarr-python writes it."""
@@ -148,20 +161,38 @@ class NumcodecsBytesBytesCodec(NumcodecsCodec, BytesBytesCodec):
         return self.numcodecs_codec.encode(data)
 
     def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
-        """Decode (Blosc and Zstandard frames are checked against their headers first)."""
+        """Decode into at most the bytes the chunk needs (`asyncarr.codecs.bounded`)."""
         return decode_checked(self.numcodecs_codec, data, decoded_size, out)
+
+    def encoded_size(self, decoded_size: int | None) -> int | None:
+        """Checksums add four bytes and shuffle none; compressors vary."""
+        if decoded_size is None:
+            return None
+        if self.codec_id in _CHECKSUM_IDS:
+            return decoded_size + 4
+        if self.codec_id == "shuffle":
+            return decoded_size
+        return None
 
 
 def numcodecs_codec_class(name: str) -> type[NumcodecsCodec]:
-    """Return the wrapper class for ``numcodecs.<id>``, by the kind zarr-python gives that id."""
+    """Return the wrapper class for ``numcodecs.<id>``, by the kind zarr-python gives that id;
+    ids off the allowlist (`asyncarr.codecs.allowlist`) raise `MetadataError`."""
     codec_id = name.removeprefix(NumcodecsCodec.prefix)
+    if codec_id == "pickle":
+        raise MetadataError(
+            f"codec {name!r} is refused: unpickling a chunk runs code chosen by whoever wrote the data, "
+            "and Zarr v3 has no pickle codec (asyncarr unpickles only Zarr v2 chunks, and only with "
+            "asyncarr.config.set(allow_pickle=True))"
+        )
+    check_codec_allowed(codec_id, f"codec {name!r}")
     if codec_id in _NUMCODECS_ARRAY_ARRAY:
         return NumcodecsArrayArrayCodec
     if codec_id in _NUMCODECS_ARRAY_BYTES:
         return NumcodecsArrayBytesCodec
     if codec_id in _NUMCODECS_BYTES_BYTES:
         return NumcodecsBytesBytesCodec
-    raise MetadataError(f"unknown codec {name!r}: numcodecs id {codec_id!r} has no zarr v3 mapping")
+    raise MetadataError(f"unknown codec {shown(name)}: numcodecs id {shown(codec_id)} has no zarr v3 mapping")
 
 
 class _VLenCodec(ArrayBytesCodec):
@@ -195,8 +226,9 @@ class _VLenCodec(ArrayBytesCodec):
 
     def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray:
         """Deserialize into an array of `spec` (str elements in StringDType, bytes in object)."""
-        items = self.numcodecs_codec.decode(data)
         expected = math.prod(spec.shape)
+        check_vlen_count(data, expected)
+        items = self.numcodecs_codec.decode(data)
         if items.size != expected:
             raise ValueError(f"chunk holds {items.size} variable-length elements, expected {expected}")
         return items.reshape(spec.shape).astype(spec.dtype, copy=False)

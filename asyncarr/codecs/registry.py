@@ -11,6 +11,7 @@ zarr-2 tutorial's ``compression=``/``compression_opts=``) into the form the meta
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,6 +20,7 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
+from asyncarr.codecs.allowlist import check_codec_allowed, validated_v2_config
 from asyncarr.codecs.v3 import (
     ArrayArrayCodec,
     ArrayBytesCodec,
@@ -27,6 +29,7 @@ from asyncarr.codecs.v3 import (
     V3Codec,
     codec_class,
     codec_from_json,
+    shown,
 )
 from asyncarr.errors import MetadataError
 from asyncarr.metadata.dtypes import is_variable_length, normalize_dtype, object_codec_id
@@ -34,6 +37,7 @@ from asyncarr.metadata.dtypes import is_variable_length, normalize_dtype, object
 __all__ = [
     "DEFAULT_COMPRESSOR",
     "bytes_codec_json",
+    "check_codec_allowed",
     "codec_from_v2_config",
     "codec_from_v3_json",
     "default_compressor",
@@ -58,18 +62,30 @@ def default_compressor() -> Codec:
     return numcodecs.get_codec(dict(DEFAULT_COMPRESSOR))
 
 
-def codec_from_v2_config(config: Mapping[str, Any]) -> Codec:
-    """Build the numcodecs codec a v2 config dict describes; an unknown id raises `MetadataError`."""
-    if not isinstance(config, Mapping) or not isinstance(config.get("id"), str):
-        raise MetadataError(f"invalid codec config {config!r}: expected an object with a string 'id'")
+class _TrustedPickle(numcodecs.Pickle):
+    """numcodecs' Pickle, built only when the user set ``config.allow_pickle``: that switch is their
+    word that they trust the data, so it unpickles even where numcodecs' own switch is off."""
+
+    def decode(self, buf: Any, out: Any = None) -> Any:
+        """Unpickle `buf` (runs code the data's author chose: only for data the user trusts)."""
+        decoded = pickle.loads(memoryview(buf).cast("B"))
+        if out is not None:
+            np.copyto(out, decoded)
+            return out
+        return decoded
+
+
+def codec_from_v2_config(config: Mapping[str, Any], where: str = "codec") -> Codec:
+    """Build the numcodecs codec a v2 config dict describes, if it is on the allowlist
+    (`check_codec_allowed`) and its fields are valid; otherwise raise `MetadataError` naming
+    `where` (the metadata field, e.g. ``filters[0]``)."""
+    config = validated_v2_config(config, where)
+    if config["id"] == "pickle":
+        return _TrustedPickle(**{k: v for k, v in config.items() if k != "id"})
     try:
         return numcodecs.get_codec(dict(config))
-    except ValueError as exc:
-        if "codec not available" in str(exc):
-            raise MetadataError(f"unknown codec id {config['id']!r} (not in the numcodecs registry)") from exc
-        raise MetadataError(f"invalid config for codec {config['id']!r}: {config!r}: {exc}") from exc
-    except (TypeError, KeyError) as exc:
-        raise MetadataError(f"invalid config for codec {config['id']!r}: {config!r}: {exc}") from exc
+    except Exception as exc:  # numcodecs raises what its constructors raise; none may escape as another type
+        raise MetadataError(f"{where}: invalid config for codec {config['id']!r}: {shown(config)}: {exc}") from exc
 
 
 def to_v3_json(codec: Codec, dtype: np.dtype) -> dict[str, Any]:

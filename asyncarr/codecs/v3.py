@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import abc
 import importlib
-import lzma
 import math
-import struct
+import reprlib
 from collections.abc import Collection, Mapping
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
@@ -24,6 +23,7 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec as NumcodecsAbcCodec
 
+from asyncarr.codecs.bounded import check_blosc_frame, decode_checked, zstd_frame_content_size
 from asyncarr.errors import MetadataError
 from asyncarr.metadata.dtypes import is_variable_length, object_codec_id
 
@@ -44,6 +44,7 @@ __all__ = [
     "codec_from_json",
     "decode_checked",
     "register_codec",
+    "shown",
     "zstd_frame_content_size",
 ]
 
@@ -174,11 +175,11 @@ def codec_class(name: str) -> type[V3Codec]:
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
-            raise MetadataError(f"codec {name!r} is not supported by this version of asyncarr") from exc
+            raise MetadataError(f"codec {shown(name)} is not supported by this version of asyncarr") from exc
     cls = _CODEC_CLASSES.get(name)
     if cls is None:
         known = ", ".join(sorted([*_CODEC_CLASSES, "numcodecs.<id>"]))
-        raise MetadataError(f"unknown codec {name!r}; known codecs: {known}")
+        raise MetadataError(f"unknown codec {shown(name)}; known codecs: {known}")
     return cls
 
 
@@ -187,28 +188,39 @@ def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
     if isinstance(json, str):  # the spec allows a bare name for codecs without configuration
         json = {"name": json}
     if not isinstance(json, Mapping) or not isinstance(json.get("name"), str):
-        raise MetadataError(f"invalid codec {json!r}: expected an object with a string 'name'")
+        raise MetadataError(f"invalid codec {shown(json)}: expected an object with a string 'name'")
     return codec_class(json["name"]).from_json(json, spec)
 
 
+def shown(value: Any, limit: int = 160) -> str:
+    """A short repr of a value from untrusted metadata, for error messages."""
+    try:
+        text = reprlib.repr(value)
+    except ValueError:  # an integer too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _configuration(json: Mapping[str, Any], allowed: Collection[str], required: Collection[str] = ()) -> dict[str, Any]:
-    name = json["name"]
+    if not isinstance(json, Mapping):
+        raise MetadataError(f"invalid codec {shown(json)}: expected an object with a string 'name'")
+    name = json.get("name")
     config = json.get("configuration", {})
     if not isinstance(config, Mapping):
-        raise MetadataError(f"codec {name!r}: configuration must be an object, got {config!r}")
+        raise MetadataError(f"codec {shown(name)}: configuration must be an object, got {shown(config)}")
     unknown = set(config) - set(allowed)
     if unknown:
-        raise MetadataError(f"codec {name!r}: unknown configuration field(s) {sorted(unknown)}")
+        raise MetadataError(f"codec {shown(name)}: unknown configuration field(s) {shown(sorted(unknown))}")
     missing = set(required) - set(config)
     if missing:
-        raise MetadataError(f"codec {name!r}: missing configuration field(s) {sorted(missing)}")
+        raise MetadataError(f"codec {shown(name)}: missing configuration field(s) {sorted(missing)}")
     return dict(config)
 
 
 def _int_field(name: str, config: Mapping[str, Any], field: str, low: int, high: int) -> int:
     value = config[field]
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise MetadataError(f"codec {name!r}: {field} must be an integer from {low} to {high}, got {value!r}")
+        raise MetadataError(f"codec {name!r}: {field} must be an integer from {low} to {high}, got {shown(value)}")
     return value
 
 
@@ -224,7 +236,7 @@ class BytesCodec(ArrayBytesCodec):
 
     def __init__(self, endian: str | None = "little") -> None:
         if endian not in ("little", "big", None):
-            raise MetadataError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
+            raise MetadataError(f"codec 'bytes': endian must be 'little' or 'big', got {shown(endian)}")
         self.endian = endian
 
     @classmethod
@@ -296,7 +308,7 @@ class TransposeCodec(ArrayArrayCodec):
             or not all(isinstance(i, int) and not isinstance(i, bool) for i in order)
             or sorted(order) != list(range(ndim))
         ):
-            raise MetadataError(f"codec 'transpose': order {order!r} is not a permutation of {ndim} axes")
+            raise MetadataError(f"codec 'transpose': order {shown(order)} is not a permutation of {ndim} axes")
         return cls(tuple(order))
 
     def to_json(self) -> dict[str, Any]:
@@ -318,68 +330,6 @@ class TransposeCodec(ArrayArrayCodec):
 
 _BLOSC_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _BLOSC_CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib")
-_BLOSC_HEADER = struct.Struct("<BBBBIII")
-
-
-def check_blosc_frame(data: Buffer, decoded_size: int | None) -> None:
-    """Raise ValueError if a Blosc frame's header disagrees with its length or `decoded_size`."""
-    view = data if type(data) is bytes else memoryview(data).cast("B")
-    if len(view) < _BLOSC_HEADER.size:
-        raise ValueError(f"Blosc frame of {len(view)} bytes is shorter than its 16-byte header")
-    _, _, _, _, nbytes, _, cbytes = _BLOSC_HEADER.unpack_from(view)
-    if cbytes != len(view):
-        raise ValueError(f"Blosc header declares {cbytes} compressed bytes, got {len(view)} (truncated or extended)")
-    if decoded_size is not None and nbytes != decoded_size:
-        raise ValueError(f"Blosc header declares {nbytes} decoded bytes, expected {decoded_size}")
-
-
-_ZSTD_MAGIC = 0xFD2FB528
-
-
-def zstd_frame_content_size(data: Buffer) -> int | None:
-    """Return the decoded size a Zstandard frame header declares, or None if it has none."""
-    view = memoryview(data).cast("B")
-    if len(view) < 5 or int.from_bytes(view[:4], "little") != _ZSTD_MAGIC:
-        return None
-    descriptor = view[4]
-    size_flag = descriptor >> 6
-    single_segment = (descriptor >> 5) & 1
-    dictionary_id_bytes = (0, 1, 2, 4)[descriptor & 3]
-    size_bytes = (single_segment, 2, 4, 8)[size_flag]
-    if size_bytes == 0:
-        return None
-    start = 5 + (0 if single_segment else 1) + dictionary_id_bytes
-    if len(view) < start + size_bytes:
-        return None
-    size = int.from_bytes(view[start : start + size_bytes], "little")
-    return size + 256 if size_bytes == 2 else size
-
-
-def decode_checked(codec: NumcodecsAbcCodec, data: Buffer, decoded_size: int | None, out: np.ndarray | None) -> Buffer:
-    """Decode with a numcodecs compressor after checking its frame header against the chunk.
-
-    Blosc and Zstandard frames declare their sizes; a mismatch raises ValueError before
-    numcodecs would decode a truncated Blosc frame into garbage. `out` (a uint8 buffer of
-    `decoded_size` bytes) is filled directly only where the header guarantees an exact fit;
-    otherwise a new buffer is returned and the caller copies.
-    """
-    if codec.codec_id == "blosc":
-        check_blosc_frame(data, decoded_size)
-        return codec.decode(data) if out is None else codec.decode(data, out=out)
-    if codec.codec_id == "zstd":
-        declared = zstd_frame_content_size(data)
-        if declared is not None and decoded_size is not None and declared != decoded_size:
-            raise ValueError(f"Zstandard frame declares {declared} decoded bytes, expected {decoded_size}")
-        if out is not None and declared is not None:
-            return codec.decode(data, out=out)
-    if codec.codec_id == "lzma" and codec.filters and codec.format != lzma.FORMAT_RAW:
-        # numcodecs passes the filters to the decompressor, which Python refuses for .xz/.lzma
-        # streams; those carry their filter chain in their own header (the zarr-2 tutorial's
-        # LZMA + delta-filter example writes exactly such chunks).
-        return lzma.decompress(memoryview(data).cast("B"), format=codec.format)
-    return codec.decode(data)
-
-
 @register_codec
 class BloscCodec(BytesBytesCodec):
     """The ``blosc`` codec; the frame header is checked against the chunk before decoding."""
@@ -398,10 +348,12 @@ class BloscCodec(BytesBytesCodec):
         """Build from JSON; ``typesize`` is required unless shuffle is ``noshuffle``."""
         fields = {"cname", "clevel", "shuffle", "typesize", "blocksize"}
         config = _configuration(json, fields, {"cname", "clevel", "shuffle"})
-        if config["cname"] not in _BLOSC_CNAMES:
-            raise MetadataError(f"codec 'blosc': unknown cname {config['cname']!r}; expected one of {_BLOSC_CNAMES}")
-        if config["shuffle"] not in _BLOSC_SHUFFLES:
-            raise MetadataError(f"codec 'blosc': unknown shuffle {config['shuffle']!r}")
+        if not isinstance(config["cname"], str) or config["cname"] not in _BLOSC_CNAMES:
+            raise MetadataError(
+                f"codec 'blosc': unknown cname {shown(config['cname'])}; expected one of {_BLOSC_CNAMES}"
+            )
+        if not isinstance(config["shuffle"], str) or config["shuffle"] not in _BLOSC_SHUFFLES:
+            raise MetadataError(f"codec 'blosc': unknown shuffle {shown(config['shuffle'])}")
         typesize = None
         if "typesize" in config:
             typesize = _int_field("blosc", config, "typesize", 1, 255)
@@ -482,7 +434,7 @@ class ZstdCodec(BytesBytesCodec):
         level = _int_field("zstd", config, "level", -(2**17), 22)
         checksum = config.get("checksum", False)
         if not isinstance(checksum, bool):
-            raise MetadataError(f"codec 'zstd': checksum must be true or false, got {checksum!r}")
+            raise MetadataError(f"codec 'zstd': checksum must be true or false, got {shown(checksum)}")
         return cls(level, checksum)
 
     def to_json(self) -> dict[str, Any]:

@@ -1,0 +1,185 @@
+"""Which numcodecs codecs metadata may build, and which configurations of them are valid.
+
+Metadata is written by whoever wrote the store, so it chooses the codecs a read runs. Only
+codecs that describe bytes are built from it: compressors, filters and checksums, each with
+its configuration checked field by field (types and ranges) before numcodecs sees it. Object
+codecs are built only where the format needs them (``vlen-utf8``, ``vlen-bytes``,
+``vlen-array`` for variable-length data); ``pickle`` only when the user sets
+``config.allow_pickle``, since unpickling runs code the data's author chose. Every refusal is a
+`MetadataError` naming the metadata field.
+"""
+
+from __future__ import annotations
+
+import lzma
+import math
+import pickle
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from asyncarr import config
+from asyncarr.codecs.v3 import shown
+from asyncarr.errors import MetadataError
+
+__all__ = ["BYTES_CODEC_IDS", "VARIABLE_LENGTH_CODEC_IDS", "check_codec_allowed", "validated_v2_config"]
+
+Check = Callable[[Any], bool]
+
+
+def _int_in(low: int, high: int) -> Check:
+    return lambda value: type(value) is int and low <= value <= high
+
+
+def _optional(check: Check) -> Check:
+    return lambda value: value is None or check(value)
+
+
+def _one_of(*choices: Any) -> Check:
+    return lambda value: isinstance(value, str) and value in choices
+
+
+def _finite_number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _numeric_dtype(value: Any) -> bool:
+    """A plain numeric data type string such as ``"<i4"`` (no objects, records or sub-arrays)."""
+    if not isinstance(value, str) or len(value) > 16:
+        return False
+    try:
+        dtype = np.dtype(value)
+    except Exception:
+        return False
+    return dtype.kind in "biufc" and dtype.fields is None and dtype.subdtype is None
+
+
+def _lzma_filters(value: Any) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, list) or not 1 <= len(value) <= 4:
+        return False
+    for spec in value:
+        if not isinstance(spec, Mapping) or "id" not in spec:
+            return False
+        if not all(isinstance(k, str) and _int_in(0, 2**62)(v) for k, v in spec.items()):
+            return False
+    try:  # liblzma knows which filter ids and options exist
+        lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=list(value))
+    except (ValueError, TypeError, OverflowError, lzma.LZMAError, MemoryError):
+        return False
+    return True
+
+
+_BLOSC_CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib")
+_CHECKSUM_FIELDS: dict[str, Check] = {"location": _one_of("start", "end")}
+
+# Each allowed codec id and the fields its configuration may hold (all optional, as numcodecs
+# gives each a default), with what each field must be.
+_BYTES_CODEC_FIELDS: dict[str, dict[str, Check]] = {
+    # compressors
+    "blosc": {
+        "cname": _one_of(*_BLOSC_CNAMES),
+        "clevel": _int_in(0, 9),
+        "shuffle": _int_in(-1, 2),
+        "blocksize": _int_in(0, 2**31 - 1),
+        "typesize": _optional(_int_in(1, 255)),
+    },
+    "zstd": {"level": _int_in(-(2**17), 22), "checksum": lambda v: type(v) is bool},
+    "lz4": {"acceleration": _int_in(-(2**31), 2**31 - 1)},
+    "zlib": {"level": _int_in(-1, 9)},
+    "gzip": {"level": _int_in(-1, 9)},
+    "bz2": {"level": _int_in(1, 9)},
+    "lzma": {
+        "format": _int_in(0, 3),
+        "check": _int_in(-1, 15),
+        "preset": _optional(_int_in(0, 9 | lzma.PRESET_EXTREME)),
+        "filters": _lzma_filters,
+    },
+    # filters
+    "delta": {"dtype": _numeric_dtype, "astype": _optional(_numeric_dtype)},
+    "fixedscaleoffset": {
+        "offset": _finite_number,
+        "scale": _finite_number,
+        "dtype": _numeric_dtype,
+        "astype": _optional(_numeric_dtype),
+    },
+    "quantize": {"digits": _int_in(0, 100), "dtype": _numeric_dtype, "astype": _optional(_numeric_dtype)},
+    "bitround": {"keepbits": _int_in(0, 64)},
+    "packbits": {},
+    "astype": {"encode_dtype": _numeric_dtype, "decode_dtype": _numeric_dtype},
+    "shuffle": {"elementsize": _int_in(1, 2**16)},
+    # checksums
+    "crc32": _CHECKSUM_FIELDS,
+    "crc32c": _CHECKSUM_FIELDS,
+    "adler32": _CHECKSUM_FIELDS,
+    "fletcher32": {},
+    "jenkins_lookup3": {"initval": _int_in(0, 2**32 - 1), "prefix": lambda v: v is None},
+}
+# Fields numcodecs requires (it has no default for them).
+_REQUIRED_FIELDS = {
+    "delta": ("dtype",),
+    "fixedscaleoffset": ("offset", "scale", "dtype"),
+    "quantize": ("digits", "dtype"),
+    "bitround": ("keepbits",),
+    "astype": ("encode_dtype",),
+}
+_OBJECT_CODEC_FIELDS: dict[str, dict[str, Check]] = {
+    "vlen-utf8": {},
+    "vlen-bytes": {},
+    "vlen-array": {"dtype": _numeric_dtype},
+    "pickle": {"protocol": _int_in(0, pickle.HIGHEST_PROTOCOL)},
+}
+
+BYTES_CODEC_IDS = frozenset(_BYTES_CODEC_FIELDS)
+"""numcodecs ids metadata may always build: compressors, filters and checksums of bytes."""
+VARIABLE_LENGTH_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
+"""Object codecs metadata may build, for the variable-length data types that need them only."""
+
+
+def check_codec_allowed(codec_id: str, where: str) -> None:
+    """Raise `MetadataError` naming `where` unless metadata may build the numcodecs codec `codec_id`."""
+    if codec_id in BYTES_CODEC_IDS or codec_id in VARIABLE_LENGTH_CODEC_IDS:
+        return
+    if codec_id == "pickle":
+        if config.get("allow_pickle"):
+            return
+        raise MetadataError(
+            f"{where}: codec 'pickle' is refused: unpickling a chunk runs code chosen by whoever wrote "
+            "the data. If you trust this data, allow it explicitly with "
+            "asyncarr.config.set(allow_pickle=True) (or ASYNCARR_ALLOW_PICKLE=1)"
+        )
+    allowed = ", ".join(sorted(BYTES_CODEC_IDS | VARIABLE_LENGTH_CODEC_IDS))
+    raise MetadataError(
+        f"{where}: codec {shown(codec_id)} is refused: metadata may only name codecs that describe bytes "
+        f"({allowed}); object codecs other than vlen-utf8/vlen-bytes/vlen-array are never built from it"
+    )
+
+
+def validated_v2_config(codec_config: Any, where: str) -> dict[str, Any]:
+    """Return a numcodecs config dict from metadata once it is allowed and every field is valid;
+    raise `MetadataError` naming `where` otherwise."""
+    if not isinstance(codec_config, Mapping) or not isinstance(codec_config.get("id"), str):
+        raise MetadataError(
+            f"{where}: invalid codec config {shown(codec_config)}: expected an object with a string 'id'"
+        )
+    codec_id = codec_config["id"]
+    check_codec_allowed(codec_id, where)
+    fields = _BYTES_CODEC_FIELDS.get(codec_id)
+    if fields is None:
+        fields = _OBJECT_CODEC_FIELDS[codec_id]
+    validated = {"id": codec_id}
+    for name, value in codec_config.items():
+        if name == "id":
+            continue
+        check = fields.get(name) if isinstance(name, str) else None
+        if check is None:
+            raise MetadataError(f"{where}: codec {codec_id!r} has no configuration field {shown(name)}")
+        if not check(value):
+            raise MetadataError(f"{where}: codec {codec_id!r}: invalid {name} {shown(value)}")
+        validated[name] = value
+    missing = [name for name in _REQUIRED_FIELDS.get(codec_id, ()) if name not in validated]
+    if missing:
+        raise MetadataError(f"{where}: codec {codec_id!r} is missing configuration field(s) {missing}")
+    return validated
