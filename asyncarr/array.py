@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import re
@@ -12,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from . import config
 from .chunk_io import ChunkIO
 from .codecs.pipeline import CodecPipeline
-from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError
+from .concurrency import for_each_concurrently
+from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError, StoreError
 from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer
 from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
 from .info import Info, bytes_with_human_size
@@ -24,7 +25,16 @@ from .nodes import describe_missing, node_key, normalize_path, read_documents, w
 from .shards import partial_read_codec
 from .stores.base import Store
 
-__all__ = ["AsyncArray"]
+__all__ = ["MAX_PROBED_CHUNKS", "AsyncArray"]
+
+MAX_PROBED_CHUNKS = 100_000
+"""Most chunk keys probed one request each on a store that cannot list (HTTP).
+
+Counting or sizing what is stored (`nchunks_initialized`, `nbytes_stored`, `resize` when it
+has chunks to delete) probes every chunk key of the grid there; a grid of more chunks raises
+`StoreError` instead of sending one request per declared cell, and `info` shows those rows as
+unknown. Stores that list are not bounded by this: they cost one listing plus what is stored.
+"""
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 Synchronizer = ThreadSynchronizer | ProcessSynchronizer | None
@@ -375,38 +385,54 @@ class AsyncArray:
         new_shape = _as_shape(shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize a {self.ndim}-d array to {len(new_shape)}-d shape {new_shape}")
-        old_shape = self.shape
-        old_grid = self._stored_grid_shape
-        await self._clear_outside(old_shape, new_shape)
-        await self._replace_metadata(self._metadata.with_shape(new_shape))
-        new_grid = self._stored_grid_shape
-        outside = (
-            coords
-            for coords in itertools.product(*(range(n) for n in old_grid))
-            if any(c >= g for c, g in zip(coords, new_grid, strict=True))
-        )
-        await self._store.delete_many([self._chunk_key(coords) for coords in outside])
-
-    async def _clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
-        # Chunks cut by the new boundary keep data past it; reset that part to the fill value
+        old_shape, grid = self.shape, self._grid
+        new_grid = tuple(-(-s // c) for s, c in zip(new_shape, grid, strict=True))
+        # Chunks cut by the new boundary keep data past it: that part is reset to the fill value
         # so growing the array again shows fill values, not stale data.
-        cut_axes = [
-            d
-            for d, (old, new) in enumerate(zip(old_shape, new_shape, strict=True))
-            if new < old and new % self._grid[d]
-        ]
-        if not cut_axes or 0 in new_shape:
-            return
-        fill = self._fill_scalar()
-        for axis in cut_axes:
-            region = tuple(
-                slice(new_shape[d], min(old_shape[d], -(-new_shape[d] // self._grid[d]) * self._grid[d]))
-                if d == axis
-                # Other axes run to the edge of the chunks that survive, so corners cut on two axes clear too.
-                else slice(0, min(old_shape[d], -(-new_shape[d] // self._grid[d]) * self._grid[d]))
-                for d in range(self.ndim)
-            )
-            await self.setitem(region, fill)
+        cut_axes = (
+            []
+            if 0 in new_shape
+            else [d for d in range(self.ndim) if new_shape[d] < old_shape[d] and new_shape[d] % grid[d]]
+        )
+        shrinks_grid = any(new < old for new, old in zip(new_grid, self._stored_grid_shape, strict=True))
+        # What is stored decides the work (one listing), never the declared grid: growing an
+        # array touches no chunk, shrinking a billion-chunk grid holding three chunks costs three.
+        stored = await self._stored_chunks("resize") if cut_axes or shrinks_grid else []
+        await self._clear_cut_chunks(stored, old_shape, new_shape, new_grid, cut_axes)
+        await self._replace_metadata(self._metadata.with_shape(new_shape))
+        outside = [key for coords, key in stored if any(c >= g for c, g in zip(coords, new_grid, strict=True))]
+        await self._store.delete_many(outside)
+
+    async def _clear_cut_chunks(
+        self,
+        stored: list[tuple[tuple[int, ...], str]],
+        old_shape: tuple[int, ...],
+        new_shape: tuple[int, ...],
+        new_grid: tuple[int, ...],
+        cut_axes: list[int],
+    ) -> None:
+        """Reset to the fill value the parts past `new_shape` of stored chunks the new boundary cuts."""
+        grid, fill = self._grid, self._fill_scalar()
+        regions: list[list[tuple[slice, ...]]] = []
+        for coords, _key in stored:
+            if any(c >= g for c, g in zip(coords, new_grid, strict=True)):
+                continue  # wholly outside: deleted instead
+            extent = [slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, grid, old_shape, strict=True)]
+            chunk_regions = []
+            for axis in cut_axes:
+                if coords[axis] == new_grid[axis] - 1:
+                    region = list(extent)
+                    region[axis] = slice(new_shape[axis], extent[axis].stop)
+                    chunk_regions.append(tuple(region))
+            if chunk_regions:
+                regions.append(chunk_regions)
+
+        async def clear(chunk_regions: list[tuple[slice, ...]]) -> None:
+            for region in chunk_regions:  # one chunk's regions in turn: they share its lock
+                await self.setitem(region, fill)
+
+        if regions:
+            await for_each_concurrently(regions, clear, config.get("concurrency"))
 
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow the array along ``axis`` and write ``data`` there; return the new shape."""
@@ -439,54 +465,112 @@ class AsyncArray:
         separator = encoding.get("configuration", {}).get("separator", default_separator)
         return ("c" + separator if encoding["name"] == "default" else ""), separator
 
-    def _parse_chunk_key(self, relative_key: str) -> tuple[int, ...] | None:
-        """Chunk coordinates of a key relative to the array, or None if it is not a chunk key."""
+    def _chunk_key_parser(self) -> Callable[[str], tuple[int, ...] | None]:
+        """Chunk coordinates (inside the current grid) of a key relative to the array, or None
+        for any other key; the layout is looked up once, as listings run it for every key."""
         if self.ndim == 0:
-            return () if relative_key == self._metadata.chunk_key(()) else None
+            only_key = self._metadata.chunk_key(())
+            return lambda relative_key: () if relative_key == only_key else None
         prefix, separator = self._chunk_key_layout()
-        if not relative_key.startswith(prefix):
-            return None
-        parts = relative_key[len(prefix) :].split(separator)
-        if len(parts) != self.ndim or not all(_DIGITS.fullmatch(p) for p in parts):
-            return None
-        coords = tuple(int(p) for p in parts)
-        if any(c >= g for c, g in zip(coords, self._stored_grid_shape, strict=True)):
-            return None
-        return coords
+        grid_shape, ndim = self._stored_grid_shape, self.ndim
 
-    async def _stored_chunk_keys(self) -> list[str]:
+        def parse(relative_key: str) -> tuple[int, ...] | None:
+            if not relative_key.startswith(prefix):
+                return None
+            parts = relative_key[len(prefix) :].split(separator)
+            if len(parts) != ndim or not all(_DIGITS.fullmatch(p) for p in parts):
+                return None
+            coords = tuple(int(p) for p in parts)
+            if any(c >= g for c, g in zip(coords, grid_shape, strict=True)):
+                return None
+            return coords
+
+        return parse
+
+    def _check_probe_budget(self, operation: str) -> None:
+        """Refuse, before any request, to probe more chunk keys than `MAX_PROBED_CHUNKS`."""
+        ncells = math.prod(self._stored_grid_shape)
+        if ncells > MAX_PROBED_CHUNKS:
+            where = self._store.key_url(self._path) if self._path else self._store.location
+            raise StoreError(
+                f"{where}: {operation} needs the stored chunks, and {type(self._store).__name__} cannot list "
+                f"keys; probing them would take one request for each of the {ncells} chunks of the grid, "
+                f"above the cap of {MAX_PROBED_CHUNKS} (asyncarr.array.MAX_PROBED_CHUNKS). "
+                "Count where the data is written, or on a copy in a store that can list"
+            )
+
+    async def _probe(self, keys: list[str], probe: Callable[[str], Any]) -> list[Any]:
+        """``probe(key)`` for every key, at most ``config.concurrency`` at once under the store's limiter."""
+        results: list[Any] = [None] * len(keys)
+        limiter = self._store.limiter
+
+        async def one(position: int) -> None:
+            async with limiter:
+                results[position] = await probe(keys[position])
+
+        if keys:
+            await for_each_concurrently(range(len(keys)), one, config.get("concurrency"))
+        return results
+
+    def _grid_keys(self) -> list[tuple[tuple[int, ...], str]]:
+        chunk_key = self._chunk_key_function()
+        return [(coords, chunk_key(coords)) for coords in itertools.product(*map(range, self._stored_grid_shape))]
+
+    async def _stored_chunks(self, operation: str) -> list[tuple[tuple[int, ...], str]]:
+        """(coordinates, key) of every stored chunk (shard): one listing, or where the store cannot
+        list, one probe per chunk of a grid of at most `MAX_PROBED_CHUNKS` (else `StoreError`)."""
         if not self._store.supports_listing:
-            keys = [self._chunk_key(c) for c in itertools.product(*(range(n) for n in self._stored_grid_shape))]
-            present = await asyncio.gather(*(self._store.exists(k) for k in keys))
-            return [k for k, found in zip(keys, present, strict=True) if found]
+            self._check_probe_budget(operation)
+            cells = self._grid_keys()
+            found = await self._probe([key for _, key in cells], self._store.exists)
+            return [cell for cell, present in zip(cells, found, strict=True) if present]
+        parse = self._chunk_key_parser()
         prefix = node_key(self._path, "") if self._path else ""
-        return [
-            key
-            async for key in self._store.list_prefix(self._path)
-            if self._parse_chunk_key(key[len(prefix) :]) is not None
-        ]
+        stored = []
+        async for key in self._store.list_prefix(self._path):
+            coords = parse(key[len(prefix) :])
+            if coords is not None:
+                stored.append((coords, key))
+        return stored
+
+    def _chunks_per_object(self) -> int:
+        return math.prod(g // c for g, c in zip(self._grid, self.chunks, strict=True))
 
     async def nchunks_initialized(self) -> int:
         """How many chunks are stored (a sharded array counts every chunk of each stored shard, as zarr-python)."""
-        chunks_per_object = math.prod(g // c for g, c in zip(self._grid, self.chunks, strict=True))
-        return len(await self._stored_chunk_keys()) * chunks_per_object
+        return len(await self._stored_chunks("nchunks_initialized")) * self._chunks_per_object()
+
+    async def _storage_summary(self, operation: str) -> tuple[int, int]:
+        """(stored chunk objects, bytes stored with the metadata documents), from one listing plus
+        one size request per stored key, or one size probe per chunk where the store cannot list."""
+        if self._store.supports_listing:
+            parse = self._chunk_key_parser()
+            prefix = node_key(self._path, "") if self._path else ""
+            keys = [key async for key in self._store.list_prefix(self._path)]
+            nobjects = sum(parse(key[len(prefix) :]) is not None for key in keys)
+            sizes = await self._probe(keys, self._store.getsize)
+            return nobjects, sum(s for s in sizes if s is not None)
+        self._check_probe_budget(operation)
+        chunk_keys = [key for _, key in self._grid_keys()]
+        # Every document an array of this format may have, not just those we would write
+        # (zarr-python writes an empty .zattrs): a missing one has no size.
+        names = ("zarr.json",) if self.zarr_format == 3 else (".zarray", ".zattrs")
+        sizes = await self._probe(chunk_keys + [node_key(self._path, name) for name in names], self._store.getsize)
+        nobjects = sum(size is not None for size in sizes[: len(chunk_keys)])
+        return nobjects, sum(s for s in sizes if s is not None)
 
     async def nbytes_stored(self) -> int:
         """Bytes stored for this array: metadata documents plus chunks."""
-        if self._store.supports_listing:
-            keys = [key async for key in self._store.list_prefix(self._path)]
-        else:
-            keys = await self._stored_chunk_keys()
-            # Every document an array of this format may have, not just those we would write
-            # (zarr-python writes an empty .zattrs): a missing one has no size.
-            names = ("zarr.json",) if self.zarr_format == 3 else (".zarray", ".zattrs")
-            keys += [node_key(self._path, name) for name in names]
-        sizes = await asyncio.gather(*(self._store.getsize(k) for k in keys))
-        return sum(s for s in sizes if s is not None)
+        return (await self._storage_summary("nbytes_stored"))[1]
 
     async def info(self, type_name: str = "asyncarr.AsyncArray") -> Info:
-        """The summary table shown by the Zarr tutorials."""
-        stored, initialized = await asyncio.gather(self.nbytes_stored(), self.nchunks_initialized())
+        """The summary table shown by the Zarr tutorials (stored sizes "unknown" past `MAX_PROBED_CHUNKS`
+        on a store that cannot list)."""
+        stored: int | None = None
+        initialized: int | None = None
+        if self._store.supports_listing or math.prod(self._stored_grid_shape) <= MAX_PROBED_CHUNKS:
+            nobjects, stored = await self._storage_summary("info")
+            initialized = nobjects * self._chunks_per_object()
         rows: list[tuple[str, str]] = []
         if self._path:
             rows.append(("Name", self.name))
@@ -506,9 +590,9 @@ class AsyncArray:
         rows += [
             ("Store type", f"{store_type.__module__}.{store_type.__qualname__}"),
             ("No. bytes", bytes_with_human_size(self.nbytes)),
-            ("No. bytes stored", bytes_with_human_size(stored)),
+            ("No. bytes stored", "unknown" if stored is None else bytes_with_human_size(stored)),
             ("Storage ratio", f"{self.nbytes / stored:.1f}" if stored else "-"),
-            ("Chunks initialized", f"{initialized}/{self.nchunks}"),
+            ("Chunks initialized", f"{'unknown' if initialized is None else initialized}/{self.nchunks}"),
         ]
         return Info(tuple(rows))
 
