@@ -27,8 +27,9 @@ import numpy as np
 
 from . import config
 from .codecs.executor import blosc_uses_own_threads, codec_executor, codec_thread_count, run_in_codec_pool
-from .codecs.pipeline import CodecPipeline
+from .codecs.pipeline import CodecPipeline, naming_url
 from .concurrency import CodecBatcher, for_each_concurrently
+from .errors import CodecError
 from .indexing import ChunkProjection
 from .locks import ProcessSynchronizer, chunk_lock, try_chunk_lock
 from .shards import partial_read_codec, read_shard_region
@@ -154,10 +155,13 @@ class ChunkIO:
                 if data is None:
                     out[projection.out_selection] = self.fill
                 else:
-                    decode_into(data, self.grid, key, out, projection.out_selection, projection.chunk_selection)
+                    try:  # free unless raised: the chunk's URL is made only for the message
+                        decode_into(data, self.grid, key, out, projection.out_selection, projection.chunk_selection)
+                    except CodecError as exc:
+                        raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
                 continue
             # A part of the chunk: keep the whole decoded chunk for the calls waiting on it.
-            chunk = None if data is None else self.pipeline.decode(data, self.grid, key)
+            chunk = None if data is None else self.pipeline.decode(data, self.grid, self.store.key_url(key))
             decoded[key] = chunk  # one key per thread: dict assignment is atomic
             out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
 
@@ -172,9 +176,12 @@ class ChunkIO:
             key = self.chunk_key(projection.chunk_coords)
             if shard_codec is not None and not projection.is_complete_chunk:
                 # Part of a shard: its index, then only the inner chunks needed.
-                await read_shard_region(
-                    store, key, shard_codec, projection.chunk_selection, out, projection.out_selection
-                )
+                try:
+                    await read_shard_region(
+                        store, key, shard_codec, projection.chunk_selection, out, projection.out_selection
+                    )
+                except CodecError as exc:
+                    raise naming_url(exc, key, store.key_url(key)) from exc.__cause__
                 return
             async with limiter:
                 data = await store.get(key)
@@ -185,7 +192,7 @@ class ChunkIO:
                     pipeline.decode_into,
                     data,
                     self.grid,
-                    key,
+                    store.key_url(key),
                     out,
                     projection.out_selection,
                     projection.chunk_selection,
@@ -234,7 +241,7 @@ class ChunkIO:
             async with store.limiter:
                 data = await store.get(key)
             if data is not None:
-                await run_in_codec_pool(self.pipeline.decode, data, self.grid, key)
+                await run_in_codec_pool(self.pipeline.decode, data, self.grid, store.key_url(key))
 
         partial = (p for p in indexer if not p.is_complete_chunk)
         await for_each_concurrently(partial, check, limit)
@@ -332,11 +339,11 @@ class ChunkIO:
         """Encoded chunk bytes, or None when the chunk is all fill and empty chunks are not written."""
         if not write_empty and self.is_fill(chunk):
             return None
-        return self.pipeline.encode(chunk, key)
+        return self.pipeline.encode(chunk, self.store.key_url(key))
 
     def decode_writable(self, data: bytes, key: str) -> np.ndarray:
         """Decode a stored chunk into an array that may be modified."""
-        chunk = self.pipeline.decode(data, self.grid, key)
+        chunk = self.pipeline.decode(data, self.grid, self.store.key_url(key))
         return chunk if chunk.flags.writeable else chunk.copy()
 
     def _is_edge_chunk(self, chunk_coords: tuple[int, ...]) -> bool:

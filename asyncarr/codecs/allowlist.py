@@ -123,7 +123,7 @@ _REQUIRED_FIELDS = {
     "fixedscaleoffset": ("offset", "scale", "dtype"),
     "quantize": ("digits", "dtype"),
     "bitround": ("keepbits",),
-    "astype": ("encode_dtype",),
+    "astype": ("encode_dtype", "decode_dtype"),
 }
 _OBJECT_CODEC_FIELDS: dict[str, dict[str, Check]] = {
     "vlen-utf8": {},

@@ -21,6 +21,8 @@ from numcodecs import blosc
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
+from asyncarr.codecs.allowlist import VARIABLE_LENGTH_CODEC_IDS
+from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.registry import codec_from_v2_config
 from asyncarr.codecs.v3 import (
     ArrayArrayCodec,
@@ -34,11 +36,12 @@ from asyncarr.codecs.v3 import (
     check_blosc_frame,
     codec_from_json,
     decode_checked,
+    shown,
 )
 from asyncarr.errors import CodecError, MetadataError
 from asyncarr.metadata.dtypes import find_object_codec_id, is_variable_length, object_codec_id
 
-__all__ = ["CodecPipeline"]
+__all__ = ["CodecPipeline", "naming_url"]
 
 Selection = tuple[Any, ...] | Any
 """A NumPy basic selection (tuple of slices and ints) into a chunk or an output array."""
@@ -59,12 +62,18 @@ class CodecPipeline(abc.ABC):
 
     @staticmethod
     def from_metadata(metadata: Any) -> CodecPipeline:
-        """Build the pipeline for an array's metadata; unknown or invalid codecs raise `MetadataError`."""
-        if metadata.zarr_format == 2:
-            return _V2Pipeline(metadata)
-        if metadata.zarr_format == 3:
-            return _V3Pipeline(metadata)
-        raise MetadataError(f"unsupported zarr_format {metadata.zarr_format!r}")
+        """Build the pipeline for an array's metadata; codecs that are unknown, refused (see
+        `asyncarr.codecs.allowlist`) or invalid raise `MetadataError`, and nothing else."""
+        try:
+            if metadata.zarr_format == 2:
+                return _V2Pipeline(metadata)
+            if metadata.zarr_format == 3:
+                return _V3Pipeline(metadata)
+        except MetadataError:
+            raise
+        except Exception as exc:  # the codec JSON is a stranger's: whatever it trips over is a metadata error
+            raise MetadataError(f"invalid codecs: {type(exc).__name__}: {exc}") from exc
+        raise MetadataError(f"unsupported zarr_format {shown(metadata.zarr_format)}")
 
     @property
     @abc.abstractmethod
@@ -188,18 +197,17 @@ class _PlainChainDecoder:
     def into(self, data: Buffer, destination: np.ndarray) -> None:
         """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype."""
         if self._blosc_framed:
-            check_blosc_frame(data, self._nbytes)
-            blosc.decompress(data, destination)
+            blosc.decompress(check_blosc_frame(data, self._nbytes), destination)
         else:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
 
     def array(self, data: Buffer) -> np.ndarray:
         """Decode into a new read-only array of the chunk (raw bytes are not copied)."""
         if self._blosc_framed:
-            check_blosc_frame(data, self._nbytes)
             # Without a destination numcodecs allocates the bytes itself, and skips the checks
             # it makes of a destination array: cheaper for small chunks that are copied anyway.
-            return np.frombuffer(blosc.decompress(data), dtype=self._dtype).reshape(self._shape)
+            frame = check_blosc_frame(data, self._nbytes)
+            return np.frombuffer(blosc.decompress(frame), dtype=self._dtype).reshape(self._shape)
         return self._raw(data).view(self._dtype).reshape(self._shape)
 
     def _raw(self, data: Buffer) -> np.ndarray:
@@ -251,6 +259,41 @@ def _fill(buffer: np.ndarray, decoded: Buffer) -> None:
     buffer[...] = source
 
 
+# v2 filters whose output has as many elements as their input, in another data type.
+_RETYPING_FILTERS = {"delta": "astype", "fixedscaleoffset": "astype", "quantize": "astype", "astype": "encode_dtype"}
+_CHECKSUM_FILTERS = frozenset({"crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3"})
+
+
+def _v2_filter_output_nbytes(codec: Codec, nbytes: int | None) -> int | None:
+    """Bytes a v2 filter encodes `nbytes` bytes into, or None where that is not fixed."""
+    if nbytes is None:
+        return None
+    codec_id = codec.codec_id
+    if codec_id in _RETYPING_FILTERS:
+        config = codec.get_config()
+        source = np.dtype(config["decode_dtype"] if codec_id == "astype" else config["dtype"])
+        target = np.dtype(config.get(_RETYPING_FILTERS[codec_id]) or source)
+        count, remainder = divmod(nbytes, source.itemsize)
+        return None if remainder else count * target.itemsize
+    if codec_id in ("bitround", "shuffle"):
+        return nbytes
+    if codec_id == "packbits":
+        return 1 + math.ceil(nbytes / 8)  # one byte of padding count, then 8 booleans a byte
+    if codec_id in _CHECKSUM_FILTERS:
+        return nbytes + 4
+    return None
+
+
+def naming_url(error: CodecError, key: str, url: str) -> CodecError:
+    """The same failure, naming the chunk by the user's `url` rather than its store `key`."""
+    message = str(error)
+    prefix = f"chunk {key}"
+    message = f"chunk {url}{message[len(prefix):]}" if message.startswith(prefix) else f"{url}: {message}"
+    renamed = CodecError(message)
+    renamed.__cause__ = error.__cause__
+    return renamed
+
+
 # numcodecs' VLenBytes takes exact bytes only; bytes subclasses such as np.bytes_ become bytes.
 _bytes_of_subclass = np.frompyfunc(lambda item: bytes(item) if isinstance(item, bytes) else item, 1, 1)
 
@@ -281,11 +324,23 @@ class _V2Pipeline(CodecPipeline):
         super().__init__(metadata)
         self.order: str = metadata.order
         if self.order not in ("C", "F"):
-            raise MetadataError(f"order must be 'C' or 'F', got {self.order!r}")
+            raise MetadataError(f"order must be 'C' or 'F', got {shown(self.order)}")
+        filters = metadata.filters or ()
+        if not isinstance(filters, Sequence) or isinstance(filters, (str, bytes)):
+            raise MetadataError(f"'filters' must be a list of codec configs or null, got {shown(filters)}")
         self._compressor: Codec | None = None
         if metadata.compressor is not None:
-            self._compressor = codec_from_v2_config(metadata.compressor)
-        self._filters: list[Codec] = [codec_from_v2_config(config) for config in metadata.filters or ()]
+            self._compressor = codec_from_v2_config(metadata.compressor, "'compressor'")
+        self._filters: list[Codec] = [
+            codec_from_v2_config(config, f"'filters'[{position}]") for position, config in enumerate(filters)
+        ]
+        if not self.variable_length:
+            for where, codec in [("'compressor'", self._compressor), *(("'filters'", f) for f in self._filters)]:
+                if codec is not None and codec.codec_id in VARIABLE_LENGTH_CODEC_IDS:
+                    raise MetadataError(
+                        f"{where}: the object codec {codec.codec_id!r} serializes variable-length data, "
+                        f"but the data type is {self.dtype}"
+                    )
         if self.variable_length:
             found = find_object_codec_id([*(metadata.filters or ()), metadata.compressor])
             if found != object_codec_id(self.dtype):
@@ -309,17 +364,32 @@ class _V2Pipeline(CodecPipeline):
             return None
         return _plain_decoder(self._compressor, chunk_shape, self.dtype)
 
+    def _filtered_nbytes(self, chunk_shape: tuple[int, ...]) -> int | None:
+        """Bytes the filters turn a chunk into (what the compressor decodes to), where fixed."""
+        if self.variable_length:
+            return None
+        nbytes: int | None = self._expected_nbytes(chunk_shape)
+        for codec in self._filters:
+            nbytes = _v2_filter_output_nbytes(codec, nbytes)
+        return nbytes
+
     def _decompress(self, data: Buffer, chunk_shape: tuple[int, ...], out: np.ndarray | None = None) -> Buffer:
         if self._compressor is None:
             return data
-        # Filters may change the size (Delta with astype), so only an unfiltered chunk has a known size.
-        fixed_size = not self._filters and not self.variable_length
-        decoded_size = self._expected_nbytes(chunk_shape) if fixed_size else None
-        return decode_checked(self._compressor, data, decoded_size, out)
+        return decode_checked(self._compressor, data, self._filtered_nbytes(chunk_shape), out)
 
     def _decode_array(self, data: Buffer, chunk_shape: tuple[int, ...]) -> np.ndarray:
         decoded = self._decompress(data, chunk_shape)
+        if self._filters:
+            filtered_nbytes = self._filtered_nbytes(chunk_shape)
+            if filtered_nbytes is not None and ensure_contiguous_ndarray(decoded).nbytes != filtered_nbytes:
+                raise ValueError(
+                    f"chunk holds {ensure_contiguous_ndarray(decoded).nbytes} bytes before its filters, "
+                    f"expected {filtered_nbytes}"
+                )
         for codec in reversed(self._filters):
+            if codec.codec_id in VARIABLE_LENGTH_CODEC_IDS:
+                check_vlen_count(decoded, math.prod(chunk_shape))
             decoded = codec.decode(decoded)
         if self.variable_length:
             return _object_chunk(decoded, chunk_shape, self.order, self.dtype)
@@ -360,13 +430,16 @@ class _V3Pipeline(CodecPipeline):
     def __init__(self, metadata: Any) -> None:
         super().__init__(metadata)
         if not isinstance(metadata.codecs, Sequence) or isinstance(metadata.codecs, (str, bytes)):
-            raise MetadataError(f"codecs must be a list of codec objects, got {metadata.codecs!r}")
+            raise MetadataError(f"codecs must be a list of codec objects, got {shown(metadata.codecs)}")
         self.array_array: list[ArrayArrayCodec] = []
         self.array_bytes: ArrayBytesCodec | None = None
         self.bytes_bytes: list[BytesBytesCodec] = []
         spec = ChunkSpec(self.chunk_shape, self.dtype, self.fill_value)
-        for json in metadata.codecs:
-            codec = codec_from_json(json, spec)
+        for position, json in enumerate(metadata.codecs):
+            try:
+                codec = codec_from_json(json, spec)
+            except MetadataError as exc:
+                raise MetadataError(f"'codecs'[{position}]: {exc}") from exc
             if isinstance(codec, ArrayArrayCodec) and self.array_bytes is None:
                 self.array_array.append(codec)
                 spec = codec.resolve(spec)
@@ -377,7 +450,7 @@ class _V3Pipeline(CodecPipeline):
             else:
                 names = [c.get("name") if isinstance(c, dict) else c for c in metadata.codecs]
                 raise MetadataError(
-                    f"invalid codec chain {names}: expected array->array codecs, then one array->bytes "
+                    f"invalid codec chain {shown(names)}: expected array->array codecs, then one array->bytes "
                     "codec, then bytes->bytes codecs"
                 )
         if self.array_bytes is None:
