@@ -31,9 +31,10 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiobotocore.config import AioConfig
+from aiobotocore.httpsession import AIOHTTPSession
 from aiobotocore.session import AioSession
 from botocore import UNSIGNED
-from botocore.config import Config
 from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.loaders import Loader, create_loader
 from yarl import URL
@@ -119,6 +120,31 @@ def _shared_loader() -> Loader:
         if _loader is None:
             _loader = create_loader()
         return _loader
+
+
+class _RefuseRedirects:
+    """An aiohttp session whose requests never follow a redirect (the rest passes through)."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.request(*args, **kwargs, allow_redirects=False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+class _RedirectRefusingSession(AIOHTTPSession):
+    """aiobotocore's HTTP session, refusing redirects as asyncarr's own object requests do.
+
+    aiobotocore lets aiohttp follow redirects, which drops ``Authorization`` on another origin
+    but would carry ``X-Amz-Security-Token`` (a session token) there. S3 answers a request for
+    the wrong region with 301/307, which botocore handles itself, without following Location.
+    """
+
+    async def _get_session(self, proxy_url: Any) -> Any:
+        return _RefuseRedirects(await super()._get_session(proxy_url))
 
 
 class S3Store(BucketStore):
@@ -283,7 +309,8 @@ class S3Store(BucketStore):
             options["s3"] = {"addressing_style": "path"}
             options["request_checksum_calculation"] = "when_required"
             options["response_checksum_validation"] = "when_required"
-        arguments: dict[str, Any] = {"config": Config(**options), "region_name": self._bucket_region}
+        options["http_session_cls"] = _RedirectRefusingSession
+        arguments: dict[str, Any] = {"config": AioConfig(**options), "region_name": self._bucket_region}
         if "verify" in self._client_kwargs:
             arguments["verify"] = self._client_kwargs["verify"]
         if self._endpoint_url:
