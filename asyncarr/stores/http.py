@@ -308,7 +308,8 @@ class _RedirectError(Exception):
 
 def _shown(url: URL) -> str:
     """``url`` fit for a message: no user:password, no query (a redirect's may hold a signed token)."""
-    return str(url.with_user(None).with_query(None).with_fragment(None))
+    url = url.with_query(None).with_fragment(None)
+    return str(url.with_user(None) if url.host else url)
 
 
 def _origin(url: URL) -> tuple[str, str | None, int | None]:

@@ -7,12 +7,13 @@ removes the directories it leaves empty (below the root), so listings match obje
 
 Symbolic links never take the store outside its root (a shared directory may hold links a
 stranger planted): a link is followed only while its target stays below the root's real
-path. Reading or writing a key whose path resolves outside raises StoreError; listings leave
-such links out; deleting a key, a prefix or everything removes links themselves, never what
-they point to (``os.replace`` and ``os.unlink`` act on the link; ``shutil.rmtree`` neither
-follows links inside the tree nor accepts one as its top). Reads check the file actually
-opened (``/proc/self/fd`` where there is one), so swapping a directory for a link between a
-check and an open does not help; writes and deletes check the key's directory by path first.
+path. Reading, writing or listing a path that resolves outside raises StoreError. A link is
+listed like a file (a link to a directory is not descended into), and deleting a key, a
+prefix or everything removes links themselves, never what they point to (``os.replace`` and
+``os.unlink`` act on the link; ``shutil.rmtree`` neither follows links inside the tree nor
+accepts one as its top). Reads check the file actually opened (``/proc/self/fd`` where there
+is one), so swapping a directory for a link between a check and the open does not help;
+writes and deletes check the key's directory by path first.
 """
 
 from __future__ import annotations
@@ -383,15 +384,17 @@ class LocalStore(Store):
             raise self._outside_root(key, real_path, "read")
         return file_stat
 
-    def _listable(self, directory: str) -> bool:
-        """Whether ``directory`` resolves inside the root (a prefix below a link may not)."""
-        return self._inside_root(os.path.realpath(directory))
+    def _check_listable(self, directory: str, prefix: str) -> None:
+        """Raise StoreError if the directory of ``prefix`` resolves outside the root (through a link)."""
+        real_directory = os.path.realpath(directory)
+        if not self._inside_root(real_directory):
+            raise self._outside_root(prefix, real_directory, "list")
 
     def _walk(self, prefix: str) -> list[str]:
         keys: list[str] = []
         start = self._dir_path(prefix)
-        if prefix and not self._listable(start):
-            return keys
+        if prefix:
+            self._check_listable(start, prefix)
         pending = [(start, prefix)]
         while pending:
             directory, key_prefix = pending.pop()
@@ -402,8 +405,9 @@ class LocalStore(Store):
                             continue
                         if entry.is_dir(follow_symlinks=False):
                             pending.append((entry.path, key_prefix + entry.name + "/"))
-                        # Links to directories are not followed, nor listed; links to files only inside the root.
-                        elif entry.is_file() and (not entry.is_symlink() or self._listable(entry.path)):
+                        # Links to files are keys (which reads refuse if they lead outside the root, and
+                        # deletes remove); links to directories are neither followed nor listed.
+                        elif entry.is_file():
                             keys.append(key_prefix + entry.name)
             except (FileNotFoundError, NotADirectoryError):
                 continue
@@ -413,12 +417,11 @@ class LocalStore(Store):
 
     def _children(self, prefix: str) -> list[str]:
         directory = self._dir_path(prefix)
-        if prefix and not self._listable(directory):
-            return []
+        if prefix:
+            self._check_listable(directory, prefix)
         try:
             with os.scandir(directory) as entries:
-                kept = [entry for entry in entries if not entry.name.startswith(_TEMP_PREFIX)]
-            return [entry.name for entry in kept if not entry.is_symlink() or self._listable(entry.path)]
+                return [entry.name for entry in entries if not entry.name.startswith(_TEMP_PREFIX)]
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
