@@ -11,14 +11,16 @@ path. Reading, writing or listing a path that resolves outside raises StoreError
 listed like a file (a link to a directory is not descended into), and deleting a key, a
 prefix or everything removes links themselves, never what they point to (``os.replace`` and
 ``os.unlink`` act on the link; ``shutil.rmtree`` neither follows links inside the tree nor
-accepts one as its top). Reads check the file actually opened (``/proc/self/fd`` where there
-is one), so swapping a directory for a link between a check and the open does not help;
-writes and deletes check the key's directory by path first.
+accepts one as its top). Each key's directory is resolved once per store (``realpath``, then
+remembered), and a key that is itself a link is checked on the file actually opened
+(``/proc/self/fd`` where there is one). What is not defended against is a stranger racing
+the reader: swapping a checked directory for a link while the store is open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import stat
@@ -46,8 +48,14 @@ _SMALL_FILE_BYTES = 64 * 1024
 # O_BINARY: no newline translation on Windows. O_NONBLOCK: opening a FIFO someone planted does
 # not wait for a writer forever (for regular files it changes nothing).
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
-# Where the kernel names the file behind a descriptor: one readlink, about as cheap as the read.
+# O_NOFOLLOW: a link as the last part of a key's path fails the fast open (ELOOP; EMLINK on
+# FreeBSD) and takes the checked path instead.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
+# Where the kernel names the file behind a descriptor (checking a link's target after opening it).
 _FD_PATHS = "/proc/self/fd/" if os.path.isdir("/proc/self/fd") else None
+# Directories known to resolve inside the root, per store; forgotten wholesale past this many.
+_MAX_KNOWN_DIRECTORIES = 4096
 
 _T = TypeVar("_T")
 _Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
@@ -161,6 +169,9 @@ class LocalStore(Store):
         self._root = os.path.abspath(os.fspath(root))
         self._location = "file://" + self._root.replace(os.sep, "/")
         self._real_root: str | None = None  # the root with its links resolved, found on first need
+        # Key directories already resolved inside the root: the check costs one realpath per directory,
+        # not per chunk. (A directory swapped for a link while the store is open is not noticed.)
+        self._inside_directories: set[str] = set()
 
     @property
     def root(self) -> str:
@@ -280,9 +291,15 @@ class LocalStore(Store):
 
     def _check_parent_inside(self, path: str, key: str, action: str) -> None:
         """Raise StoreError if the directory of ``path`` resolves outside the root (``path`` itself may be a link)."""
-        real_parent = os.path.realpath(os.path.dirname(path))
-        if not self._inside_root(real_parent):
-            raise self._outside_root(key, real_parent, action)
+        directory = path[: path.rindex(os.sep)]
+        if directory in self._inside_directories:
+            return
+        real_directory = os.path.realpath(directory)
+        if not self._inside_root(real_directory):
+            raise self._outside_root(key, real_directory, action)
+        if len(self._inside_directories) >= _MAX_KNOWN_DIRECTORIES:
+            self._inside_directories.clear()
+        self._inside_directories.add(directory)
 
     def _check_opened_inside(self, fd: int, path: str, key: str) -> None:
         """Raise StoreError if the file open as ``fd`` lies outside the root."""
@@ -310,22 +327,32 @@ class LocalStore(Store):
 
     def _read_file(self, path: str, key: str, byte_range: ByteRange | None) -> bytes | None:
         # os.open and os.read, not open(): a file object costs more than reading a small chunk.
+        self._check_parent_inside(path, key, "read")
         try:
-            fd = os.open(path, _READ_FLAGS)
+            try:
+                fd = os.open(path, _READ_FLAGS | _NOFOLLOW)
+            except OSError as exc:
+                if exc.errno not in _LINK_ERRNOS:
+                    raise
+                fd = os.open(path, _READ_FLAGS)  # the key is a link: check where it led
+                try:
+                    self._check_opened_inside(fd, path, key)
+                except BaseException:
+                    os.close(fd)
+                    raise
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+        except StoreError:
+            raise
         except OSError as exc:
             raise self._error(key, exc) from exc
         try:
-            self._check_opened_inside(fd, path, key)
             if byte_range is None:
                 return _read_whole(fd)
             with open(fd, "rb", buffering=0, closefd=False) as file:
                 return _read_range(file, byte_range)
         except IsADirectoryError:  # os.open opens directories; reading one fails
             return None
-        except StoreError:
-            raise
         except OSError as exc:
             raise self._error(key, exc) from exc
         finally:
@@ -371,18 +398,21 @@ class LocalStore(Store):
             directory = os.path.dirname(directory)
 
     def _stat_file(self, path: str, key: str) -> os.stat_result | None:
+        self._check_parent_inside(path, key, "read")
         try:
-            file_stat = os.stat(path)
+            file_stat = os.lstat(path)
+            if stat.S_ISLNK(file_stat.st_mode):
+                real_path = os.path.realpath(path)
+                if not self._inside_root(real_path):
+                    raise self._outside_root(key, real_path, "read")
+                file_stat = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except StoreError:
+            raise
         except OSError as exc:
             raise self._error(key, exc) from exc
-        if not stat.S_ISREG(file_stat.st_mode):
-            return None
-        real_path = os.path.realpath(path)
-        if not self._inside_root(real_path):
-            raise self._outside_root(key, real_path, "read")
-        return file_stat
+        return file_stat if stat.S_ISREG(file_stat.st_mode) else None
 
     def _check_listable(self, directory: str, prefix: str) -> None:
         """Raise StoreError if the directory of ``prefix`` resolves outside the root (through a link)."""
