@@ -224,11 +224,13 @@ def test_s3_follows_no_redirect_for_object_requests_or_listings(first: Origin, s
         async def listed() -> list[str]:
             return [key async for key in store.list_prefix("")]
 
-        return await asyncio.gather(store.get("k"), store.set("k", b"v"), listed(), return_exceptions=True)
+        operations = (store.get("k"), store.set("k", b"v"), listed(), store.delete_prefix(""))
+        return await asyncio.gather(*operations, return_exceptions=True)
 
     outcomes = run(using(store, attempts))
     assert all(isinstance(outcome, StoreError) for outcome in outcomes), outcomes
     assert second.received == []
+    assert len(first.received) == 4  # one request each: refused at once, neither retried nor chased by botocore
     assert not any(secret in str(outcome) for outcome in outcomes)
 
 
@@ -293,6 +295,7 @@ def test_the_shared_client_registry_holds_no_secret_and_empties_when_the_last_st
         assert isinstance(digest, bytes) and len(digest) == 32
         assert secret.encode() not in digest and "AKIAREGISTRY" not in repr(digest)
         assert secret not in repr(clients._shared) and secret not in repr(one._clients)
+        assert secret not in str(vars(one._clients))  # the lease keeps the digest, not the configuration
         assert secret not in repr(one) and secret not in repr(two)
         await one.close()
         assert set(clients._shared) - before == added  # two still holds them

@@ -44,7 +44,7 @@ from .base import ByteRange, _normalize_prefix, _range_header
 from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import shared_clients
 from .retry import ShortBodyError, call_with_retries
-from .s3_errors import REGION_REDIRECTS, S3ResponseError, classify
+from .s3_errors import REGION_REDIRECTS, RedirectNotFollowedError, S3ResponseError, classify
 from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
 from .url import STORE_SCHEMES
 
@@ -122,14 +122,22 @@ def _shared_loader() -> Loader:
         return _loader
 
 
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
 class _RefuseRedirects:
     """An aiohttp session whose requests never follow a redirect (the rest passes through)."""
 
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self._session = session
 
-    def request(self, *args: Any, **kwargs: Any) -> Any:
-        return self._session.request(*args, **kwargs, allow_redirects=False)
+    async def request(self, *args: Any, **kwargs: Any) -> aiohttp.ClientResponse:
+        response = await self._session.request(*args, **kwargs, allow_redirects=False)
+        if response.status in _REDIRECT_STATUSES and "x-amz-bucket-region" not in response.headers:
+            # botocore would ask HeadBucket for the region, get redirected again, and recurse.
+            response.release()
+            raise RedirectNotFollowedError(f"HTTP {response.status} {response.reason or ''}: a redirect, not followed")
+        return response
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -139,8 +147,9 @@ class _RedirectRefusingSession(AIOHTTPSession):
     """aiobotocore's HTTP session, refusing redirects as asyncarr's own object requests do.
 
     aiobotocore lets aiohttp follow redirects, which drops ``Authorization`` on another origin
-    but would carry ``X-Amz-Security-Token`` (a session token) there. S3 answers a request for
-    the wrong region with 301/307, which botocore handles itself, without following Location.
+    but would carry ``X-Amz-Security-Token`` (a session token) there. S3's answer to a request
+    for the wrong region (301/307 with ``x-amz-bucket-region``) is left to botocore, which signs
+    the request again for that region and sends it to the bucket's endpoint, never to Location.
     """
 
     async def _get_session(self, proxy_url: Any) -> Any:

@@ -20,7 +20,7 @@ from botocore.exceptions import (
 
 from .retry import Failure
 
-__all__ = ["REGION_REDIRECTS", "S3ResponseError", "classify"]
+__all__ = ["REGION_REDIRECTS", "RedirectNotFollowedError", "S3ResponseError", "classify"]
 
 REGION_REDIRECTS = frozenset({301, 307, 400, 403})
 """S3's answers to a request signed for the wrong region."""
@@ -96,8 +96,17 @@ def _reason(status: int) -> str:
         return ""
 
 
+class RedirectNotFollowedError(Exception):
+    """A redirect without ``x-amz-bucket-region``: not S3 naming the bucket's region, so not followed."""
+
+
 def classify(exc: BaseException) -> Failure:
     """How ``call_with_retries`` treats a failed S3 attempt."""
+    # botocore wraps what the HTTP session raises in HTTPClientError(error=...), a transient kind.
+    if isinstance(exc, RedirectNotFollowedError) or isinstance(
+        getattr(exc, "kwargs", {}).get("error"), RedirectNotFollowedError
+    ):
+        return Failure.FATAL
     if isinstance(exc, S3ResponseError):
         if exc.code in _DENIED_CODES or exc.status in (401, 403):
             return Failure.DENIED
