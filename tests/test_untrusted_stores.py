@@ -135,18 +135,22 @@ def test_a_redirect_to_another_port_carries_none_of_the_callers_headers(
     assert_no_secret(received)
 
 
-def test_heads_and_ranged_reads_drop_the_headers_cross_origin_and_keep_the_range(first: Origin, second: Origin) -> None:
+def test_heads_and_ranged_gets_drop_the_callers_headers_cross_origin_but_keep_the_range(
+    first: Origin, second: Origin
+) -> None:
     first.redirects["data/k"] = (307, f"{second.url}/elsewhere/k")
     second.files["elsewhere/k"] = PAYLOAD
 
-    async def reads(store: HTTPStore) -> tuple[bool, int | None]:
-        return await store.exists("k"), await store.getsize("k")
+    async def reads(store: HTTPStore) -> tuple[bool, int | None, bytes | None]:
+        return await store.exists("k"), await store.getsize("k"), await store.get("k", ByteRange(0, 1))
 
-    assert run(using(HTTPStore(f"{first.url}/data", headers=secret_headers()), reads)) == (True, len(PAYLOAD))
+    store = HTTPStore(f"{first.url}/data", headers=secret_headers())
+    assert run(using(store, reads)) == (True, len(PAYLOAD), PAYLOAD[:1])
     received = second.headers_for("elsewhere/k")
-    assert len(received) == 2
+    assert len(received) == 3
     for headers in received:
         assert_no_secret(headers)
+    assert received[-1]["Range"] == "bytes=0-0"
 
 
 def test_a_redirect_to_another_host_name_of_the_same_server_is_another_origin(first: Origin) -> None:
