@@ -12,6 +12,7 @@ import numpy as np
 from asyncarr.errors import MetadataError
 
 __all__ = [
+    "MAX_DIMENSIONS",
     "MAX_DOCUMENT_BYTES",
     "MAX_NESTING_DEPTH",
     "MAX_NUMBER_DIGITS",
@@ -32,6 +33,10 @@ groups, nested attributes) stay under 20; Python's json parser recurses and fail
 MAX_NUMBER_DIGITS = 400
 """Most digits in one number: a uint64 has 20, a float64 needs 17 plus its exponent; Python's int()
 refuses more than 4300 and takes quadratic time approaching that."""
+
+MAX_DIMENSIONS = 64
+"""Most dimensions of an array: NumPy's own limit (``numpy.ndarray`` cannot have more)."""
+_MAX_INDEX = 2**63 - 1
 
 _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _TOO_MANY_DIGITS = b"0" * (MAX_NUMBER_DIGITS + 1)
@@ -122,12 +127,25 @@ def canonical_json(document: Any) -> str:
 
 
 def parse_int_tuple(value: Any, field: str, *, minimum: int) -> tuple[int, ...]:
-    """Return `value` (a JSON list of ints >= minimum) as a tuple; raise ValueError naming `field`."""
+    """Return `value` (a JSON list of ints >= minimum) as a tuple; raise ValueError naming `field`.
+
+    Entries must fit NumPy's index type (below 2**63) and there may be at most `MAX_DIMENSIONS`.
+    """
     if not isinstance(value, list | tuple):
-        raise ValueError(f"{field!r} must be a list of integers, got {value!r}")
+        raise ValueError(f"{field!r} must be a list of integers, got {_short_repr(value)}")
+    if len(value) > MAX_DIMENSIONS:
+        raise ValueError(f"{field!r} has {len(value)} dimensions; NumPy arrays have at most {MAX_DIMENSIONS}")
     for item in value:
         if isinstance(item, bool) or not isinstance(item, numbers.Integral):
-            raise ValueError(f"{field!r} must be a list of integers, got {value!r}")
+            raise ValueError(f"{field!r} must be a list of integers, got {_short_repr(value)}")
         if item < minimum:
-            raise ValueError(f"{field!r} entries must be >= {minimum}, got {value!r}")
+            raise ValueError(f"{field!r} entries must be >= {minimum}, got {_short_repr(value)}")
+        if item > _MAX_INDEX:
+            raise ValueError(f"{field!r} entries must be below 2**63 (NumPy's index range), got {_short_repr(value)}")
     return tuple(int(item) for item in value)
+
+
+def _short_repr(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut to `limit` characters: error messages quote what strangers wrote."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

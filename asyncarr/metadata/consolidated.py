@@ -33,13 +33,33 @@ NODE_DOCUMENT_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs")
 """The metadata documents a node can have; `parse_node` takes a dict with these keys."""
 
 
+# Names a node cannot have: they are the documents (and the consolidated document) of its parent.
+_DOCUMENT_NAMES = frozenset({*NODE_DOCUMENT_NAMES, ".zmetadata"})
+
+
 def _split_document_key(key: Any, where: str) -> tuple[str, str]:
     if not isinstance(key, str):
         raise MetadataError(f"{where}: entry key {key!r} is not a string")
     node_path, _, name = key.rpartition("/")
     if name not in NODE_DOCUMENT_NAMES:
         raise MetadataError(f"{where}: entry {key!r} is not a metadata document ({', '.join(NODE_DOCUMENT_NAMES)})")
+    if node_path and not all(_is_node_name(part) for part in node_path.split("/")):
+        raise MetadataError(
+            f"{where}: entry {key!r} does not name a node: every part of its path must be a non-empty name, "
+            "not '.', '..' or a metadata document, without backslashes, NUL characters or lone surrogates"
+        )
     return node_path, name
+
+
+def _is_node_name(part: str) -> bool:
+    """Whether `part` can be one segment of a node path (the stores would refuse the rest, or worse)."""
+    if part in ("", ".", "..") or part in _DOCUMENT_NAMES or "\\" in part or "\x00" in part:
+        return False
+    try:
+        part.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _checked_entries(entries: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:

@@ -339,6 +339,15 @@ def _coerce_variable_length(value: Any, dtype: np.dtype) -> str | bytes:
     raise ValueError(f"fill_value {value!r} is not valid for variable-length bytes: expected bytes")
 
 
+def _is_unicode(text: str) -> bool:
+    """False for text holding lone surrogates (JSON's "\\ud800"), which NumPy strings cannot hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _bad_fill(json_value: Any, dtype: np.dtype, expected: str) -> MetadataError:
     return MetadataError(f"'fill_value' {json_value!r} is not valid for data type {dtype}: expected {expected}")
 
@@ -347,7 +356,10 @@ def _float_from_json(zarr_format: int, json_value: Any, dtype: np.dtype, item: A
     """Decode one float (or one half of a complex) of `dtype`'s float width."""
     width = dtype.itemsize // (2 if dtype.kind == "c" else 1)
     if isinstance(item, int | float) and not isinstance(item, bool):
-        return float(item)
+        try:
+            return float(item)
+        except OverflowError:  # an integer beyond every float: infinite, as JSON's 1e400 reads
+            return math.copysign(math.inf, item)
     if isinstance(item, str):
         if item in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[item]
@@ -394,7 +406,10 @@ def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
     if _is_string(dtype):
         # zarr-python 3 reads the numbers zarr-python 2 wrote (0) as their text, and so do we.
         if isinstance(json_value, str | int | float) and not isinstance(json_value, bool):
-            return str(json_value)
+            text = str(json_value)
+            if not _is_unicode(text):
+                raise _bad_fill(json_value, dtype, "a string of Unicode characters (not lone surrogates)")
+            return text
         raise _bad_fill(json_value, dtype, "a string")
     if kind == "O":
         if zarr_format == 3 and isinstance(json_value, list):
@@ -421,13 +436,15 @@ def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
             raise _bad_fill(json_value, dtype, f"an integer in [{info.min}, {info.max}]")
         return dtype.type(number)
     if kind == "f":
-        return np.array(_float_from_json(zarr_format, json_value, dtype, json_value), dtype=dtype)[()]
+        with np.errstate(over="ignore"):  # too large for a narrow float: infinite, as zarr-python reads it
+            return np.array(_float_from_json(zarr_format, json_value, dtype, json_value), dtype=dtype)[()]
     if kind == "c":
         if not isinstance(json_value, list) or len(json_value) != 2:
             raise _bad_fill(json_value, dtype, "a [real, imaginary] pair")
         real, imag = (_float_from_json(zarr_format, json_value, dtype, part) for part in json_value)
         result = np.zeros((), dtype=dtype)
-        result.real, result.imag = real, imag
+        with np.errstate(over="ignore"):
+            result.real, result.imag = real, imag
         return result[()]
     if kind in "Mm":
         if json_value == "NaT":

@@ -139,6 +139,8 @@ class ArrayMetadataV3:
                 raise ValueError(f"storage transformer {transformer['name']!r} is not supported")
         dimension_names = self.dimension_names
         if dimension_names is not None:
+            if isinstance(dimension_names, str) or not isinstance(dimension_names, Sequence):
+                raise ValueError(f"'dimension_names' must be a list or null, got {dimension_names!r}")
             dimension_names = tuple(dimension_names)
             if len(dimension_names) != len(shape) or not all(n is None or isinstance(n, str) for n in dimension_names):
                 raise ValueError(
