@@ -495,7 +495,7 @@ class AsyncArray:
             raise StoreError(
                 f"{where}: {operation} needs the stored chunks, and {type(self._store).__name__} cannot list "
                 f"keys; probing them would take one request for each of the {ncells} chunks of the grid, "
-                f"above the cap of {MAX_PROBED_CHUNKS} (asyncarr.array.MAX_PROBED_CHUNKS). "
+                f"above the cap of {MAX_PROBED_CHUNKS} (MAX_PROBED_CHUNKS in the module asyncarr.array). "
                 "Count where the data is written, or on a copy in a store that can list"
             )
 

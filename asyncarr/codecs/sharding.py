@@ -311,6 +311,8 @@ class ShardingCodec(ArrayBytesCodec):
     def decode_into(self, data: Buffer, spec: ChunkSpec, destination: np.ndarray) -> bool:
         """Decode a whole shard into `destination` (the caller's output: no shard-sized copy)."""
         self._check_spec(spec)
+        if not self.index_within_cap:
+            raise ValueError(self._index_too_large())
         view = memoryview(data).cast("B")
         if len(view) < self.index_nbytes:
             raise ValueError(f"shard of {len(view)} bytes is shorter than its {self.index_nbytes}-byte index")
