@@ -359,7 +359,7 @@ def _float_from_json(zarr_format: int, json_value: Any, dtype: np.dtype, item: A
         try:
             return float(item)
         except OverflowError:  # an integer beyond every float: infinite, as JSON's 1e400 reads
-            return math.copysign(math.inf, item)
+            return math.inf if item > 0 else -math.inf
     if isinstance(item, str):
         if item in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[item]

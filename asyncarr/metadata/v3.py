@@ -324,17 +324,25 @@ class GroupMetadataV3:
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any], doc_path: str) -> GroupMetadataV3:
-        """Build from a decoded group ``zarr.json`` object; `doc_path` names it in errors."""
+        """Build from a decoded group ``zarr.json`` object; `doc_path` names it in errors.
+
+        Its ``consolidated_metadata`` is kept, not copied (deep-copying tens of MiB of entries costs
+        several times parsing them): pass a freshly decoded document that nothing else changes.
+        """
         _check_header(document, "group", doc_path)
         _check_extensions(document, _GROUP_KNOWN, doc_path)
         attributes = document.get("attributes", {})
+        consolidated = document.get("consolidated_metadata")
         try:
-            return cls(
-                attributes={} if attributes is None else attributes,
-                consolidated_metadata=document.get("consolidated_metadata"),
-            )
+            metadata = cls(attributes={} if attributes is None else attributes)
         except ValueError as exc:
             raise MetadataError(f"{doc_path}: {exc}") from None
+        if consolidated is not None:
+            if not isinstance(consolidated, Mapping):
+                found = type(consolidated).__name__
+                raise MetadataError(f"{doc_path}: 'consolidated_metadata' must be an object or null, got {found}")
+            object.__setattr__(metadata, "consolidated_metadata", dict(consolidated))
+        return metadata
 
     def with_attributes(self, attributes: Mapping[str, Any]) -> GroupMetadataV3:
         """Return a copy whose attributes are replaced by `attributes`."""
