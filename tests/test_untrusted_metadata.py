@@ -190,6 +190,55 @@ def test_a_consolidated_hierarchy_of_tens_of_mib_opens(tmp_path: Path) -> None:
     assert len(group["g3"].keys()) == 300
 
 
+# -- absurd and large-but-legal shapes -------------------------------------------------------------
+
+ABSURD_GRIDS = {
+    "negative-extent": ([-1], [1]),
+    "zero-chunk": ([4], [0]),
+    "negative-chunk": ([4], [-2]),
+    "extent-2**63": ([2**63], [1]),
+    "chunk-2**64": ([4], [2**64]),
+    "65-dimensions": ([1] * 65, [1] * 65),
+    "chunks-of-other-rank": ([4, 4], [2]),
+    "float-extent": ([4.0], [2]),
+    "bool-chunk": ([4], [True]),
+}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize(("shape", "chunks"), ABSURD_GRIDS.values(), ids=ABSURD_GRIDS.keys())
+def test_absurd_shapes_and_chunks_are_metadata_errors(
+    tmp_path: Path, zarr_format: int, shape: list, chunks: list
+) -> None:
+    root = tmp_path / "absurd.zarr"
+    if zarr_format == 3:
+        documents: dict[str, Any] = {"zarr.json": v3_array(shape=shape, chunks=chunks)}
+    else:
+        documents = {".zarray": v2_array(shape=shape, chunks=chunks)}
+    write_documents(root, documents)
+
+    with pytest.raises(MetadataError) as caught:
+        za.open_array(str(root), mode="r")
+
+    assert f"{root.as_uri()}/{next(iter(documents))}" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"),
+    [([2**63 - 1], [2**63 - 1]), ([2**62], [1]), ([2**40, 2**40], [1, 1]), ([3], [2**62]), ([1] * 64, [1] * 64)],
+    ids=["largest-extent", "2**62-chunks", "2**80-chunks", "chunk-larger-than-shape", "64-dimensions"],
+)
+def test_large_but_legal_grids_open_and_read_the_fill_value(tmp_path: Path, shape: list, chunks: list) -> None:
+    root = tmp_path / "large.zarr"
+    write_documents(root, {"zarr.json": v3_array(shape=shape, chunks=chunks, fill_value=7)})
+
+    z = za.open_array(str(root), mode="r")
+
+    assert z.shape == tuple(shape)
+    np.testing.assert_array_equal(z[tuple(slice(0, 2) for _ in shape)], np.full([min(2, n) for n in shape], 7, "i4"))
+    assert z[tuple(n - 1 for n in shape)] == 7
+
+
 # -- node kinds from parsed JSON -----------------------------------------------------------------
 
 TRICKY_ATTRIBUTES = [
@@ -665,6 +714,36 @@ def test_fuzzed_consolidated_metadata_opens_and_reads_or_is_a_metadata_error(dat
             ".zmetadata": data.draw(mutated({"zarr_consolidated_format": 1, "metadata": entries})),
         }
     _check_stranger_store(documents)
+
+
+EXTREME_FILL_VALUES = [
+    10**399, -(10**399), 2**64, 2**63, -(2**63) - 1, 1e308, -1e308, [10**399, 0], ["NaN", 10**399], [1e308, 1e308],
+    "0x" + "f" * 16, "0xzz", "0x7e00", "\ud800", "Infinity", "1e400", "1" * 300, [1, 2, 3], [], {}, True, 1.5, -0.0,
+    "aGk=", [104, 105], "NaT",
+]  # fmt: skip
+EXTREME_V3_DATA_TYPES = [
+    "float64", "float16", "complex64", "int8", "uint64", "bool", "string", "bytes", "r16",
+    {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}},
+    {"name": "fixed_length_utf32", "configuration": {"length_bytes": 4}},
+    {"name": "null_terminated_bytes", "configuration": {"length_bytes": 2}},
+]  # fmt: skip
+EXTREME_V2_DTYPES = ["<f8", "<f2", ">f4", "<c8", "<i1", "<u8", "|b1", "|S2", "<U2", "<M8[ns]", "|V2", "|O"]
+
+
+def test_every_data_type_with_every_extreme_fill_value_reads_or_is_a_metadata_error() -> None:
+    """The corners a random fuzz rarely meets: numbers beyond every float, hex NaNs, lone surrogates."""
+    for data_type in EXTREME_V3_DATA_TYPES:
+        codecs = {"string": [{"name": "vlen-utf8"}], "bytes": [{"name": "vlen-bytes"}]}.get(str(data_type))
+        for fill_value in EXTREME_FILL_VALUES:
+            document = v3_array(data_type, [3], [2], fill_value)
+            document["codecs"] = codecs or document["codecs"]
+            _check_stranger_store({"zarr.json": json.dumps(document).encode()})
+    for dtype in EXTREME_V2_DTYPES:
+        filters = [{"id": "vlen-utf8"}] if dtype == "|O" else None
+        for fill_value in [*EXTREME_FILL_VALUES, None]:
+            _check_stranger_store(
+                {".zarray": json.dumps(v2_array(dtype, [3], [2], fill_value, filters=filters)).encode()}
+            )
 
 
 def test_every_base_document_of_the_fuzz_opens_and_reads(tmp_path: Path) -> None:
