@@ -741,3 +741,57 @@ def test_any_codec_json_builds_a_pipeline_or_raises_metadata_error_and_any_body_
     except CodecError:
         return
     assert chunk.shape == CHUNK and math.prod(chunk.shape) == 20
+
+
+# -- the same through the whole read path: a stranger's chunk file on disk ------------------------------
+
+_V3_DATA_TYPES = {"<i4": "int32", "<i8": "int64", "<i2": "int16", "<f4": "float32", "<f8": "float64", "|b1": "bool"}
+_V3_FILL_VALUES = {"bool": False, "string": "", "bytes": ""}
+
+
+def _one_chunk_store(root: Path, zarr_format: int, case: str) -> str:
+    """Write the metadata of a one-chunk array of `case`; return the chunk's file name."""
+    if zarr_format == 2:
+        dtype, compressor, filters = _V2_CHAINS[case]
+        metadata = {**v2_array(0, dtype, compressor, filters), "shape": list(CHUNK), "chunks": list(CHUNK)}
+        if dtype == "|O":
+            metadata["fill_value"] = None
+        elif dtype == "|b1":
+            metadata["fill_value"] = False
+        write_documents(root, {".zarray": metadata})
+        return "0.0"
+    dtype, codecs = _V3_CHAINS[case]
+    data_type = _V3_DATA_TYPES.get(dtype, dtype)
+    metadata = {**v3_array(0, codecs, data_type), "shape": list(CHUNK)}
+    metadata["chunk_grid"] = {"name": "regular", "configuration": {"chunk_shape": list(CHUNK)}}
+    metadata["fill_value"] = _V3_FILL_VALUES.get(data_type, 0)
+    write_documents(root, {"zarr.json": metadata})
+    return "c/0/0"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("zarr_format", "case"), _CASES, ids=[f"v{f}-{c}" for f, c in _CASES])
+def test_a_strangers_chunk_file_reads_as_an_array_or_a_codec_error_naming_its_url(
+    tmp_path: Path, zarr_format: int, case: str
+) -> None:
+    root = tmp_path / "stranger.zarr"
+    chunk_file = root / _one_chunk_store(root, zarr_format, case)
+    chunk_file.parent.mkdir(parents=True, exist_ok=True)
+    z = za.open_array(str(root), mode="r")
+    pipeline, dtype = _pipeline(zarr_format, case)
+    real = bytes(pipeline.encode(_chunk_of(dtype, 1), "c/0/0"))
+
+    @settings(max_examples=30, suppress_health_check=list(HealthCheck), deadline=None)
+    @given(body=st.binary(max_size=256), keep=st.integers(0, 64))
+    def read(body: bytes, keep: int) -> None:
+        chunk_file.write_bytes(real[:keep] + body)
+        try:
+            values = z[:]
+        except CodecError as exc:
+            assert f"{root.as_uri()}/{chunk_file.relative_to(root).as_posix()}" in str(exc)
+            return
+        assert values.shape == CHUNK
+
+    read()
+    chunk_file.write_bytes(real)
+    np.testing.assert_array_equal(z[:], pipeline.decode(real, CHUNK, "c/0/0"))  # lossy filters round
