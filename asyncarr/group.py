@@ -264,7 +264,7 @@ class AsyncGroup:
         """
         for name, node in await self._children():
             if isinstance(node, MetadataError):
-                warnings.warn(f"skipped the unreadable member {name!r} of {self!r}: {node}", UserWarning, stacklevel=2)
+                warnings.warn(f"skipped the unreadable member {name!r}: {node}", UserWarning, stacklevel=2)
                 continue
             yield name, node
 
