@@ -795,3 +795,43 @@ def test_a_strangers_chunk_file_reads_as_an_array_or_a_codec_error_naming_its_ur
     read()
     chunk_file.write_bytes(real)
     np.testing.assert_array_equal(z[:], pipeline.decode(real, CHUNK, "c/0/0"))  # lossy filters round
+
+
+def test_a_bomb_inside_a_shard_is_bounded_by_the_inner_chunk_and_named_by_shard_url_and_inner_chunk(
+    tmp_path: Path,
+) -> None:
+    import crc32c
+
+    root = tmp_path / "sharded.zarr"
+    inner = {
+        "name": "sharding_indexed",
+        "configuration": {"chunk_shape": [2], "codecs": [{"name": "bytes"}, _V3_COMPRESSORS["gzip"]]},
+    }
+    bomb = gzip.compress(bytes(10 * MiB))
+    index = np.array([[0, len(bomb)]] + [[2**64 - 1, 2**64 - 1]] * 3, dtype="<u8").tobytes()
+    write_documents(
+        root, {"zarr.json": v3_array(8, [inner]), "c/0": bomb + index + crc32c.crc32c(index).to_bytes(4, "little")}
+    )
+    z = za.open_array(str(root), mode="r")
+
+    for selection in (slice(0, 1), slice(None)):  # part of the shard (ranged reads), then all of it
+        with pytest.raises(CodecError, match="more than the 2 bytes") as caught:
+            z[selection]
+        assert f"{root.as_uri()}/c/0" in str(caught.value) and "inner chunk (0,)" in str(caught.value)
+
+
+def test_stores_without_blocking_io_name_the_chunk_url_too(tmp_path: Path) -> None:
+    # Cloud stores take the async engine; a MappingStore over a dict does too.
+    from asyncarr.stores.mapping import MappingStore
+
+    documents: dict[str, bytes] = {}
+    store = MappingStore(documents)
+    assert not store.supports_sync_io
+    z = za.open_array(store, mode="w", shape=(8,), chunks=(4,), dtype="u1", compressor=numcodecs.Zlib(), zarr_format=2)
+    z[:] = 1
+    documents["1"] = zlib.compress(bytes(10 * MiB))
+
+    for action in (lambda: z[:], lambda: z.__setitem__(slice(5, 6), 3)):  # a read, and a partial write's read
+        with pytest.raises(CodecError, match="more than the 4 bytes") as caught:
+            action()
+        assert store.key_url("1") in str(caught.value) and "mapping://" in str(caught.value)
