@@ -7,6 +7,11 @@ encoding or decoding raises `CodecError` naming the chunk key, with the cause ch
 includes a chunk whose length disagrees with its codec's header and a chunk that decodes to
 the wrong number of bytes. The methods are synchronous: run them on the codec thread pool
 (`asyncarr.codecs.executor`).
+
+Metadata is untrusted: only codecs on the allowlist are built from it
+(`asyncarr.codecs.allowlist`), and every compressor decodes into at most the bytes the chunk
+needs (`asyncarr.codecs.bounded`). Callers that know the chunk's URL put it into messages
+with `naming_url`.
 """
 
 from __future__ import annotations
