@@ -223,6 +223,17 @@ def test_absurd_shapes_and_chunks_are_metadata_errors(
     assert f"{root.as_uri()}/{next(iter(documents))}" in str(caught.value)
 
 
+@pytest.mark.parametrize("field", ["shape", "data_type", "fill_value", "dimension_names", "codecs"])
+def test_an_error_quotes_a_huge_bad_value_briefly(tmp_path: Path, field: str) -> None:
+    root = tmp_path / "huge.zarr"
+    write_documents(root, {"zarr.json": {**v3_array(), field: [{"x": "y" * 100}] * 100_000}})
+
+    with pytest.raises(MetadataError) as caught:
+        za.open_array(str(root), mode="r")
+
+    assert f"{root.as_uri()}/zarr.json" in str(caught.value) and len(str(caught.value)) < 1000
+
+
 @pytest.mark.parametrize(
     ("shape", "chunks"),
     [([2**63 - 1], [2**63 - 1]), ([2**62], [1]), ([2**40, 2**40], [1, 1]), ([3], [2**62]), ([1] * 64, [1] * 64)],

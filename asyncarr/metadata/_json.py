@@ -21,6 +21,7 @@ __all__ = [
     "dump_json",
     "load_json_object",
     "parse_int_tuple",
+    "short_repr",
 ]
 
 # Limits on metadata documents, which strangers write (docs/security.md). Each is far above what
@@ -132,20 +133,20 @@ def parse_int_tuple(value: Any, field: str, *, minimum: int) -> tuple[int, ...]:
     Entries must fit NumPy's index type (below 2**63) and there may be at most `MAX_DIMENSIONS`.
     """
     if not isinstance(value, list | tuple):
-        raise ValueError(f"{field!r} must be a list of integers, got {_short_repr(value)}")
+        raise ValueError(f"{field!r} must be a list of integers, got {short_repr(value)}")
     if len(value) > MAX_DIMENSIONS:
         raise ValueError(f"{field!r} has {len(value)} dimensions; NumPy arrays have at most {MAX_DIMENSIONS}")
     for item in value:
         if isinstance(item, bool) or not isinstance(item, numbers.Integral):
-            raise ValueError(f"{field!r} must be a list of integers, got {_short_repr(value)}")
+            raise ValueError(f"{field!r} must be a list of integers, got {short_repr(value)}")
         if item < minimum:
-            raise ValueError(f"{field!r} entries must be >= {minimum}, got {_short_repr(value)}")
+            raise ValueError(f"{field!r} entries must be >= {minimum}, got {short_repr(value)}")
         if item > _MAX_INDEX:
-            raise ValueError(f"{field!r} entries must be below 2**63 (NumPy's index range), got {_short_repr(value)}")
+            raise ValueError(f"{field!r} entries must be below 2**63 (NumPy's index range), got {short_repr(value)}")
     return tuple(int(item) for item in value)
 
 
-def _short_repr(value: Any, limit: int = 200) -> str:
+def short_repr(value: Any, limit: int = 200) -> str:
     """``repr(value)``, cut to `limit` characters: error messages quote what strangers wrote."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from asyncarr.errors import MetadataError
+from asyncarr.metadata._json import short_repr
 
 __all__ = [
     "BYTES_DTYPE",
@@ -175,22 +176,22 @@ def parse_dtype(zarr_format: int, value: Any, object_codec_id: str | None = None
 
 def _parse_dtype_v2(value: Any, object_codec_id: str | None) -> np.dtype:
     if isinstance(value, list):
-        raise MetadataError(f"data type {value!r}: structured data types are not supported")
+        raise MetadataError(f"data type {short_repr(value)}: structured data types are not supported")
     if not isinstance(value, str):
-        raise MetadataError(f"data type must be a string such as '<f8', got {value!r}")
+        raise MetadataError(f"data type must be a string such as '<f8', got {short_repr(value)}")
     try:
         dtype = np.dtype(value)
     except TypeError as exc:
-        raise MetadataError(f"unknown data type {value!r}") from exc
+        raise MetadataError(f"unknown data type {short_repr(value)}") from exc
     if dtype.kind == "O":
         if object_codec_id is None:
             raise MetadataError(
-                f"data type {value!r} needs an object codec in 'filters' ('vlen-utf8' for strings, "
+                f"data type {short_repr(value)} needs an object codec in 'filters' ('vlen-utf8' for strings, "
                 "'vlen-bytes' for bytes); object arrays of other Python objects are not supported yet"
             )
         return dtype_for_object_codec(object_codec_id)
     if dtype.kind in "SU" and dtype.itemsize == 0:
-        raise MetadataError(f"data type {value!r}: fixed-length data types need a length of at least 1")
+        raise MetadataError(f"data type {short_repr(value)}: fixed-length data types need a length of at least 1")
     return _check_supported(dtype, value)
 
 
@@ -200,9 +201,11 @@ def _parse_dtype_v3(value: Any) -> np.dtype:
     elif isinstance(value, dict) and isinstance(value.get("name"), str):
         name, configuration = value["name"], value.get("configuration")
         if configuration is not None and not isinstance(configuration, dict):
-            raise MetadataError(f"data type {value!r}: 'configuration' must be an object")
+            raise MetadataError(f"data type {short_repr(value)}: 'configuration' must be an object")
     else:
-        raise MetadataError(f"data type must be a name or a {{'name', 'configuration'}} object, got {value!r}")
+        raise MetadataError(
+            f"data type must be a name or a {{'name', 'configuration'}} object, got {short_repr(value)}"
+        )
 
     if name in _V3_CORE_NAMES:
         return np.dtype(_V3_CORE_NAMES[name])
@@ -221,18 +224,18 @@ def _parse_dtype_v3(value: Any) -> np.dtype:
         unit = (configuration or {}).get("unit")
         scale = (configuration or {}).get("scale_factor", 1)
         if unit not in _TIME_UNITS:
-            raise MetadataError(f"data type {value!r}: 'unit' must be one of {', '.join(_TIME_UNITS)}")
+            raise MetadataError(f"data type {short_repr(value)}: 'unit' must be one of {', '.join(_TIME_UNITS)}")
         if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale < 2**31:
-            raise MetadataError(f"data type {value!r}: 'scale_factor' must be a positive integer")
+            raise MetadataError(f"data type {short_repr(value)}: 'scale_factor' must be a positive integer")
         return np.dtype(f"{_V3_TIME_NAMES[name]}[{scale}{unit}]")
     if name in _V3_FIXED_LENGTH_NAMES:
         length = (configuration or {}).get("length_bytes")
         if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise MetadataError(f"data type {value!r}: 'length_bytes' must be a positive integer")
+            raise MetadataError(f"data type {short_repr(value)}: 'length_bytes' must be a positive integer")
         kind = _V3_FIXED_LENGTH_NAMES[name]
         if kind == "U":
             if length % 4:
-                raise MetadataError(f"data type {value!r}: 'length_bytes' must be a multiple of 4 for UTF-32")
+                raise MetadataError(f"data type {short_repr(value)}: 'length_bytes' must be a multiple of 4 for UTF-32")
             return np.dtype(f"<U{length // 4}")
         return np.dtype(f"{kind}{length}")
     raise MetadataError(f"unknown data type {name!r}")
@@ -331,12 +334,12 @@ def _coerce_variable_length(value: Any, dtype: np.dtype) -> str | bytes:
                 pass
         elif isinstance(value, numbers.Number) and not isinstance(value, bool | np.bool_):
             return str(value)  # zarr-python 2 wrote numbers (0) as fill values of string arrays
-        raise ValueError(f"fill_value {value!r} is not valid for variable-length strings: expected a str")
+        raise ValueError(f"fill_value {short_repr(value)} is not valid for variable-length strings: expected a str")
     if isinstance(value, bytes):
         return bytes(value)
     if isinstance(value, str):
         return value.encode("utf-8")
-    raise ValueError(f"fill_value {value!r} is not valid for variable-length bytes: expected bytes")
+    raise ValueError(f"fill_value {short_repr(value)} is not valid for variable-length bytes: expected bytes")
 
 
 def _is_unicode(text: str) -> bool:
@@ -349,7 +352,8 @@ def _is_unicode(text: str) -> bool:
 
 
 def _bad_fill(json_value: Any, dtype: np.dtype, expected: str) -> MetadataError:
-    return MetadataError(f"'fill_value' {json_value!r} is not valid for data type {dtype}: expected {expected}")
+    shown = short_repr(json_value)
+    return MetadataError(f"'fill_value' {shown} is not valid for data type {dtype}: expected {expected}")
 
 
 def _float_from_json(zarr_format: int, json_value: Any, dtype: np.dtype, item: Any) -> float | np.floating:

@@ -10,7 +10,14 @@ from typing import Any, Literal
 import numpy as np
 
 from asyncarr.errors import MetadataError
-from asyncarr.metadata._json import canonical_json, document_path, dump_json, load_json_object, parse_int_tuple
+from asyncarr.metadata._json import (
+    canonical_json,
+    document_path,
+    dump_json,
+    load_json_object,
+    parse_int_tuple,
+    short_repr,
+)
 from asyncarr.metadata.dtypes import (
     coerce_fill_value,
     dtype_for_object_codec,
@@ -31,7 +38,8 @@ _ARRAY_FIELDS = ("zarr_format", "shape", "chunks", "dtype", "compressor", "fill_
 
 def _check_codec(value: Any, field: str) -> dict[str, Any]:
     if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
-        raise ValueError(f"{field!r} must be an object with a string 'id' (a numcodecs config), got {value!r}")
+        shown = short_repr(value)
+        raise ValueError(f"{field!r} must be an object with a string 'id' (a numcodecs config), got {shown}")
     return copy.deepcopy(dict(value))
 
 
@@ -94,14 +102,14 @@ class ArrayMetadataV2:
             )
         dtype = normalize_dtype(self.dtype)
         if self.order not in ("C", "F"):
-            raise ValueError(f"'order' must be 'C' or 'F', got {self.order!r}")
+            raise ValueError(f"'order' must be 'C' or 'F', got {short_repr(self.order)}")
         if self.dimension_separator not in (".", "/"):
-            raise ValueError(f"'dimension_separator' must be '.' or '/', got {self.dimension_separator!r}")
+            raise ValueError(f"'dimension_separator' must be '.' or '/', got {short_repr(self.dimension_separator)}")
         compressor = None if self.compressor is None else _check_codec(self.compressor, "compressor")
         filters = None
         if self.filters is not None:
             if isinstance(self.filters, Mapping | str) or not hasattr(self.filters, "__iter__"):
-                raise ValueError(f"'filters' must be a list of codec configs or null, got {self.filters!r}")
+                raise ValueError(f"'filters' must be a list of codec configs or null, got {short_repr(self.filters)}")
             filters = tuple(_check_codec(item, "filters") for item in self.filters) or None
         if is_variable_length(dtype):
             dtype, filters = _with_object_codec(dtype, filters, compressor)

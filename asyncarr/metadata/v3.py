@@ -10,7 +10,14 @@ from typing import Any, Literal
 import numpy as np
 
 from asyncarr.errors import MetadataError
-from asyncarr.metadata._json import canonical_json, document_path, dump_json, load_json_object, parse_int_tuple
+from asyncarr.metadata._json import (
+    canonical_json,
+    document_path,
+    dump_json,
+    load_json_object,
+    parse_int_tuple,
+    short_repr,
+)
 from asyncarr.metadata.dtypes import (
     coerce_fill_value,
     dtype_to_json,
@@ -33,13 +40,14 @@ def normalize_named_config(value: Any, field: str) -> dict[str, Any]:
     if isinstance(value, str):
         return {"name": value, "configuration": {}}
     if not isinstance(value, Mapping) or not isinstance(value.get("name"), str):
-        raise ValueError(f"{field!r} entries must be a name or an object with a string 'name', got {value!r}")
+        raise ValueError(f"{field!r} entries must be a name or an object with a string 'name', got {short_repr(value)}")
     result = copy.deepcopy(dict(value))
     configuration = result.setdefault("configuration", {})
     if configuration is None:
         result["configuration"] = {}
     elif not isinstance(configuration, Mapping):
-        raise ValueError(f"{field!r}: 'configuration' of {value['name']!r} must be an object, got {configuration!r}")
+        shown = short_repr(configuration)
+        raise ValueError(f"{field!r}: 'configuration' of {short_repr(value['name'])} must be an object, got {shown}")
     return result
 
 
@@ -84,7 +92,7 @@ def _normalize_chunk_key_encoding(value: Any) -> dict[str, Any]:
         raise ValueError(f"'chunk_key_encoding' {name!r} is not supported (only 'default' and 'v2')")
     separator = encoding["configuration"].get("separator", "/" if name == "default" else ".")
     if separator not in ("/", "."):
-        raise ValueError(f"'chunk_key_encoding' separator must be '/' or '.', got {separator!r}")
+        raise ValueError(f"'chunk_key_encoding' separator must be '/' or '.', got {short_repr(separator)}")
     return {"name": name, "configuration": {"separator": separator}}
 
 
@@ -127,12 +135,12 @@ class ArrayMetadataV3:
             )
         dtype = parse_dtype(3, dtype_to_json(3, normalize_dtype(self.dtype)))
         if isinstance(self.codecs, Mapping | str) or not isinstance(self.codecs, Sequence):
-            raise ValueError(f"'codecs' must be a list, got {self.codecs!r}")
+            raise ValueError(f"'codecs' must be a list, got {short_repr(self.codecs)}")
         codecs = tuple(normalize_named_config(codec, "codecs") for codec in self.codecs)
         if not codecs:
             raise ValueError("'codecs' must not be empty: it needs at least an array-to-bytes codec such as 'bytes'")
         if isinstance(self.storage_transformers, Mapping | str) or not isinstance(self.storage_transformers, Sequence):
-            raise ValueError(f"'storage_transformers' must be a list, got {self.storage_transformers!r}")
+            raise ValueError(f"'storage_transformers' must be a list, got {short_repr(self.storage_transformers)}")
         transformers = tuple(normalize_named_config(t, "storage_transformers") for t in self.storage_transformers)
         for transformer in transformers:
             if transformer.get("must_understand", True) is not False:
@@ -140,12 +148,12 @@ class ArrayMetadataV3:
         dimension_names = self.dimension_names
         if dimension_names is not None:
             if isinstance(dimension_names, str) or not isinstance(dimension_names, Sequence):
-                raise ValueError(f"'dimension_names' must be a list or null, got {dimension_names!r}")
+                raise ValueError(f"'dimension_names' must be a list or null, got {short_repr(dimension_names)}")
             dimension_names = tuple(dimension_names)
             if len(dimension_names) != len(shape) or not all(n is None or isinstance(n, str) for n in dimension_names):
                 raise ValueError(
                     f"'dimension_names' must hold a string or null for each of the {len(shape)} dimensions, "
-                    f"got {list(dimension_names)}"
+                    f"got {short_repr(list(dimension_names))}"
                 )
         if not isinstance(self.attributes, Mapping):
             raise ValueError(f"'attributes' must be a JSON object, got {type(self.attributes).__name__}")
@@ -287,7 +295,7 @@ class GroupMetadataV3:
             raise ValueError(f"'attributes' must be a JSON object, got {type(self.attributes).__name__}")
         consolidated = self.consolidated_metadata
         if consolidated is not None and not isinstance(consolidated, Mapping):
-            raise ValueError(f"'consolidated_metadata' must be an object or null, got {consolidated!r}")
+            raise ValueError(f"'consolidated_metadata' must be an object or null, got {short_repr(consolidated)}")
         object.__setattr__(self, "attributes", copy.deepcopy(dict(self.attributes)))
         object.__setattr__(
             self, "consolidated_metadata", None if consolidated is None else copy.deepcopy(dict(consolidated))
