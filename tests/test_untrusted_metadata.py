@@ -468,11 +468,17 @@ def test_one_unreadable_member_hides_no_other(tmp_path: Path, zarr_format: int, 
     assert lines[2:] == [" ├── good (4,) int32", " └── sub"]
 
 
-def test_an_unreadable_member_of_consolidated_metadata_hides_no_other(tmp_path: Path) -> None:
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_an_unreadable_member_of_consolidated_metadata_hides_no_other(tmp_path: Path, zarr_format: int) -> None:
     root = tmp_path / "g.zarr"
-    entries = {"good": v3_array(), "bad": {**v3_array(), "shape": "four"}}
-    consolidated = {"kind": "inline", "must_understand": False, "metadata": entries}
-    write_documents(root, {"zarr.json": v3_group(consolidated_metadata=consolidated)})
+    if zarr_format == 3:
+        entries = {"good": v3_array(), "bad": {**v3_array(), "shape": "four"}}
+        consolidated = {"kind": "inline", "must_understand": False, "metadata": entries}
+        write_documents(root, {"zarr.json": v3_group(consolidated_metadata=consolidated)})
+    else:
+        entries = {".zgroup": {"zarr_format": 2}, "good/.zarray": v2_array(), "bad/.zarray": v2_array(shape="four")}
+        zmetadata = {"zarr_consolidated_format": 1, "metadata": entries}
+        write_documents(root, {".zgroup": {"zarr_format": 2}, ".zmetadata": zmetadata})
     group = za.open_group(str(root), mode="r")
 
     with pytest.warns(UserWarning, match="unreadable member 'bad'"):
