@@ -38,6 +38,8 @@ class Settings:
     """Chunks are decoded in batches of about this many bytes per thread-pool hop."""
     allow_pickle: bool = False
     """Build the ``pickle`` codec from metadata: unpickling runs code the data's author chose."""
+    trusted_codecs: tuple[str, ...] = ()
+    """numcodecs ids beyond the built-in allowlist that metadata may build: codecs you registered and trust."""
     variable_chunk_max_bytes: int = 256 * 1024 * 1024
     """Most bytes a chunk may decompress to when its shape does not fix its size (variable-length
     strings and bytes, shards inside a compressor); a chunk that would inflate further is refused."""
@@ -53,6 +55,7 @@ _VALIDATORS = {
     "shard_coalesce_gap": lambda v: isinstance(v, int) and v >= 0,
     "codec_batch_bytes": lambda v: isinstance(v, int) and v >= 1,
     "allow_pickle": lambda v: isinstance(v, bool),
+    "trusted_codecs": lambda v: isinstance(v, (tuple, list, frozenset)) and all(isinstance(i, str) for i in v),
     "variable_chunk_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
 }
 
@@ -65,6 +68,8 @@ def _parse_env(name: str, raw: str) -> Any:
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if "float" in str(field_type):
         return float(raw)
+    if "tuple" in str(field_type):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
     return int(raw)
 
 
@@ -89,6 +94,8 @@ def _validated(base: Settings, changes: dict[str, Any]) -> Settings:
             raise TypeError(f"unknown asyncarr setting {name!r}; known settings: {known}")
         if not _VALIDATORS[name](value):
             raise ValueError(f"invalid value for asyncarr setting {name!r}: {value!r}")
+    if "trusted_codecs" in changes:
+        changes = {**changes, "trusted_codecs": tuple(changes["trusted_codecs"])}
     return dataclasses.replace(base, **changes)
 
 

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numcodecs
 import numpy as np
+import pytest
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
 from slow_store import SlowLocalStore, SlowMemoryStore
@@ -41,6 +42,13 @@ class SleepyCodec(Codec):
 
 
 numcodecs.register_codec(SleepyCodec)
+
+
+@pytest.fixture
+def trusted_sleepy_codec():
+    """Metadata builds only allowlisted codecs; a codec the user registered is built once they trust it."""
+    with asyncarr.config.set(trusted_codecs=[SleepyCodec.codec_id]):
+        yield
 
 
 # -- overlapping requests ---------------------------------------------------------------------
@@ -219,7 +227,7 @@ def _sleepy_array(store: SlowMemoryStore, delay: float, shape: tuple[int, ...], 
     return data
 
 
-def test_chunks_decode_on_threads_other_than_the_event_loop_thread() -> None:
+def test_chunks_decode_on_threads_other_than_the_event_loop_thread(trusted_sleepy_codec: None) -> None:
     store = SlowMemoryStore(delay=0.0)
     data = _sleepy_array(store, 0.0, (40,), (5,))
 
@@ -234,7 +242,7 @@ def test_chunks_decode_on_threads_other_than_the_event_loop_thread() -> None:
     assert loop_thread not in SleepyCodec.decode_threads
 
 
-def test_a_slow_decode_does_not_stall_other_coroutines() -> None:
+def test_a_slow_decode_does_not_stall_other_coroutines(trusted_sleepy_codec: None) -> None:
     # Six chunks whose decode sleeps 0.3 s each: run on the loop, they would stop the ticker for >= 0.3 s.
     store = SlowMemoryStore(delay=0.0)
     data = _sleepy_array(store, 0.3, (60,), (10,))

@@ -12,6 +12,7 @@ import gzip
 import json
 import lzma
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -157,6 +158,53 @@ def test_allow_pickle_reads_a_pickled_v2_chunk_the_user_trusts(tmp_path: Path) -
 
     with config.set(allow_pickle=True):
         np.testing.assert_array_equal(za.open_array(str(root), mode="r")[:], data)
+
+
+class _UserRegisteredCodec(numcodecs.abc.Codec):
+    """A pass-through codec the user registered: not on the allowlist until they trust it."""
+
+    codec_id = "asyncarr_test_user_registered"
+
+    def encode(self, buf: Any) -> bytes:
+        return bytes(np.ascontiguousarray(buf))
+
+    def decode(self, buf: Any, out: Any = None) -> Any:
+        return numcodecs.compat.ndarray_copy(numcodecs.compat.ensure_contiguous_ndarray(buf), out)
+
+
+numcodecs.register_codec(_UserRegisteredCodec)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_codec_the_user_registered_is_built_from_metadata_only_once_they_trust_it(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    root = tmp_path / "mine.zarr"
+    data = np.arange(4, dtype="<i4")
+    codec_id = _UserRegisteredCodec.codec_id
+    with config.set(trusted_codecs=[codec_id]):
+        z = za.open_array(
+            str(root), mode="w", shape=(4,), chunks=(4,), dtype="<i4", zarr_format=zarr_format,
+            compressor=_UserRegisteredCodec(),
+        )
+        z[:] = data
+        np.testing.assert_array_equal(za.open_array(str(root), mode="r")[:], data)
+
+    with pytest.raises(MetadataError) as caught:
+        za.open_array(str(root), mode="r")
+
+    assert codec_id in str(caught.value) and f"trusted_codecs=['{codec_id}']" in str(caught.value)
+
+
+def test_trusted_codecs_come_from_the_environment_as_a_comma_separated_list() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", "from asyncarr import config; print(config.get('trusted_codecs'))"],
+        env={**os.environ, "ASYNCARR_TRUSTED_CODECS": "first, second"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.strip() == "('first', 'second')"
 
 
 def test_creating_an_array_with_an_object_codec_is_refused_before_anything_is_written(tmp_path: Path) -> None:

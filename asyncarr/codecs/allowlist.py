@@ -142,6 +142,8 @@ def check_codec_allowed(codec_id: str, where: str) -> None:
     """Raise `MetadataError` naming `where` unless metadata may build the numcodecs codec `codec_id`."""
     if codec_id in BYTES_CODEC_IDS or codec_id in VARIABLE_LENGTH_CODEC_IDS:
         return
+    if codec_id in config.get("trusted_codecs"):
+        return
     if codec_id == "pickle":
         if config.get("allow_pickle"):
             return
@@ -153,7 +155,9 @@ def check_codec_allowed(codec_id: str, where: str) -> None:
     allowed = ", ".join(sorted(BYTES_CODEC_IDS | VARIABLE_LENGTH_CODEC_IDS))
     raise MetadataError(
         f"{where}: codec {shown(codec_id)} is refused: metadata may only name codecs that describe bytes "
-        f"({allowed}); object codecs other than vlen-utf8/vlen-bytes/vlen-array are never built from it"
+        f"({allowed}); object codecs other than vlen-utf8/vlen-bytes/vlen-array are never built from it. "
+        f"If you registered this codec yourself and trust it, add it with "
+        f"asyncarr.config.set(trusted_codecs=[{shown(codec_id)}])"
     )
 
 
@@ -168,7 +172,9 @@ def validated_v2_config(codec_config: Any, where: str) -> dict[str, Any]:
     check_codec_allowed(codec_id, where)
     fields = _BYTES_CODEC_FIELDS.get(codec_id)
     if fields is None:
-        fields = _OBJECT_CODEC_FIELDS[codec_id]
+        fields = _OBJECT_CODEC_FIELDS.get(codec_id)
+    if fields is None:  # a codec the user registered and trusts: its configuration is theirs to check
+        return dict(codec_config)
     validated = {"id": codec_id}
     for name, value in codec_config.items():
         if name == "id":

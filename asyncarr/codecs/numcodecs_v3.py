@@ -20,6 +20,7 @@ import numpy as np
 from numcodecs.abc import Codec as NumcodecsAbcCodec
 from numcodecs.compat import ensure_contiguous_ndarray
 
+from asyncarr import config
 from asyncarr.codecs.allowlist import check_codec_allowed, validated_v2_config
 from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.v3 import (
@@ -191,7 +192,8 @@ def numcodecs_codec_class(name: str) -> type[NumcodecsCodec]:
         return NumcodecsArrayArrayCodec
     if codec_id in _NUMCODECS_ARRAY_BYTES:
         return NumcodecsArrayBytesCodec
-    if codec_id in _NUMCODECS_BYTES_BYTES:
+    if codec_id in _NUMCODECS_BYTES_BYTES or codec_id in config.get("trusted_codecs"):
+        # A codec the user registered and trusts is taken for a compressor, as numcodecs codecs mostly are.
         return NumcodecsBytesBytesCodec
     raise MetadataError(f"unknown codec {shown(name)}: numcodecs id {shown(codec_id)} has no zarr v3 mapping")
 

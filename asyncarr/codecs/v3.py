@@ -192,10 +192,14 @@ def codec_from_json(json: Mapping[str, Any] | str, spec: ChunkSpec) -> V3Codec:
     return codec_class(json["name"]).from_json(json, spec)
 
 
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = 80  # reprlib's 30 cut ordinary codec names in half
+
+
 def shown(value: Any, limit: int = 160) -> str:
     """A short repr of a value from untrusted metadata, for error messages."""
     try:
-        text = reprlib.repr(value)
+        text = _SHORT_REPR.repr(value)
     except ValueError:  # an integer too long to print
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit] + "..."
