@@ -848,3 +848,21 @@ def test_odd_but_legal_v3_arrays_open_and_read_their_fill_value_as_numpy_says(da
         assert _same_value(z.fill_value, fill) if data_type != "bytes" else z.fill_value == fill
         assert z.shape == tuple(shape) and z.chunks == tuple(chunks)
         _read_a_little(z)
+
+
+def test_metadata_beyond_the_limits_is_never_written(tmp_path: Path) -> None:
+    """What asyncarr writes it reads back: no attribute update or consolidation leaves an unreadable node."""
+    root = tmp_path / "g.zarr"
+    group = za.open_group(str(root), mode="w")
+    array = group.create_array("a", shape=(2,), dtype="i4", attributes={"deep": nested(_json.MAX_NESTING_DEPTH - 2)})
+    before = snapshot(tmp_path)
+
+    with pytest.raises(MetadataError, match="nested deeper"):
+        array.attrs["deeper"] = nested(_json.MAX_NESTING_DEPTH)
+    with pytest.raises(MetadataError, match="digits"):
+        group.attrs["huge"] = 10**_json.MAX_NUMBER_DIGITS
+    with pytest.raises(MetadataError, match="nested deeper"):
+        za.consolidate_metadata(str(root))  # the consolidated entry nests the array's attributes 3 levels deeper
+
+    assert snapshot(tmp_path) == before
+    assert za.open_group(str(root), mode="r")["a"].attrs["deep"] == nested(_json.MAX_NESTING_DEPTH - 2)

@@ -118,8 +118,14 @@ def load_json_object(raw: bytes | str | Mapping[str, Any], doc_path: str) -> dic
 
 
 def dump_json(document: Any, *, indent: int = 4, sort_keys: bool = False) -> bytes:
-    """Encode a document as UTF-8 JSON; NaN in attributes stays bare NaN, as zarr-python writes it."""
-    return json.dumps(document, indent=indent, sort_keys=sort_keys, ensure_ascii=True, allow_nan=True).encode()
+    """Encode a document as UTF-8 JSON; NaN in attributes stays bare NaN, as zarr-python writes it.
+
+    A document asyncarr would refuse to read back (over the limits above) is a MetadataError, raised
+    before anything is written: consolidating a hierarchy, say, must not leave an unreadable group.
+    """
+    raw = json.dumps(document, indent=indent, sort_keys=sort_keys, ensure_ascii=True, allow_nan=True).encode()
+    _check_limits(raw, "metadata to write (asyncarr would not read it back)")
+    return raw
 
 
 def canonical_json(document: Any) -> str:
