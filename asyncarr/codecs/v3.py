@@ -18,7 +18,7 @@ import reprlib
 from collections.abc import Collection, Mapping
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
-import crc32c
+import google_crc32c
 import numcodecs
 import numpy as np
 from numcodecs.abc import Codec as NumcodecsAbcCodec
@@ -334,6 +334,13 @@ class TransposeCodec(ArrayArrayCodec):
 
 _BLOSC_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _BLOSC_CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib")
+
+
+def _crc32c(view: memoryview) -> int:
+    """CRC-32C of a byte view; google_crc32c takes arrays but not writable memoryviews, so wrap, not copy."""
+    return google_crc32c.value(np.frombuffer(view, dtype=np.uint8))
+
+
 @register_codec
 class BloscCodec(BytesBytesCodec):
     """The ``blosc`` codec; the frame header is checked against the chunk before decoding."""
@@ -484,7 +491,7 @@ class Crc32cCodec(BytesBytesCodec):
     def encode(self, data: Buffer) -> Buffer:
         """Append the checksum."""
         view = memoryview(data).cast("B")
-        return b"".join((view, crc32c.crc32c(view).to_bytes(4, "little")))
+        return b"".join((view, _crc32c(view).to_bytes(4, "little")))
 
     def decode(self, data: Buffer, decoded_size: int | None, out: np.ndarray | None = None) -> Buffer:
         """Verify and strip the checksum (a view of `data`)."""
@@ -493,7 +500,7 @@ class Crc32cCodec(BytesBytesCodec):
             raise ValueError(f"chunk of {len(view)} bytes is too short to hold a CRC-32C checksum")
         payload = view[:-4]
         stored = int.from_bytes(view[-4:], "little")
-        computed = crc32c.crc32c(payload)
+        computed = _crc32c(payload)
         if stored != computed:
             raise ValueError(f"CRC-32C checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
         return payload
