@@ -23,6 +23,7 @@ import pytest
 from emulators.http import request_log, serve_directory
 
 import asyncarr.sync as za
+from asyncarr import config
 from asyncarr.codecs.sharding import MAX_SHARD_INDEX_NBYTES
 from asyncarr.errors import CodecError, StoreError
 from asyncarr.stores import ByteRange, LocalStore, Store
@@ -508,3 +509,39 @@ def test_over_http_a_grid_one_past_the_probe_cap_is_refused_before_any_request(
         _ = z.nchunks_initialized
 
     assert len(request_log(url)) == sent
+
+
+@pytest.mark.parametrize("shards", [None, (4, 6, 4)], ids=["chunks", "shards"])
+@pytest.mark.parametrize("write_empty_chunks", [False, True])
+def test_resizing_by_what_is_stored_matches_numpy_through_shrinks_and_regrowth(
+    tmp_path: Path, shards: tuple[int, ...] | None, write_empty_chunks: bool
+) -> None:
+    rng = np.random.default_rng(11)
+    shape = (13, 17, 9)
+    model = np.full(shape, -1, dtype="i4")
+    with config.set(write_empty_chunks=write_empty_chunks):
+        z = za.open_array(
+            str(tmp_path / "a.zarr"), mode="w", shape=shape, chunks=(2, 3, 2), shards=shards, dtype="i4", fill_value=-1
+        )
+        for _ in range(12):  # scattered blocks: some chunks stored, some never written
+            start = [int(rng.integers(0, n)) for n in shape]
+            region = tuple(slice(s, s + int(rng.integers(1, 5))) for s in start)
+            value = rng.integers(0, 100, size=model[region].shape, dtype="i4")
+            model[region] = value
+            z[region] = value
+        # Each shrink that cuts chunks is followed by growth, which shows anything left past the cut.
+        shapes = [(11, 17, 9), (13, 17, 9), (7, 10, 5), (12, 16, 9), (3, 20, 4), (13, 17, 9), (7, 10, 0), (13, 17, 9)]
+        for new_shape in shapes:
+            z.resize(new_shape)
+            grown = np.full(new_shape, -1, dtype="i4")
+            overlap = tuple(slice(0, min(a, b)) for a, b in zip(model.shape, new_shape, strict=True))
+            grown[overlap] = model[overlap]
+            model = grown
+            np.testing.assert_array_equal(z[...], model, err_msg=f"after resize to {new_shape}")
+            grid = z.shards or z.chunks
+            outside = {
+                coords
+                for coords in stored_chunk_coords(tmp_path / "a.zarr", 3)
+                if any(c * g >= n for c, g, n in zip(coords, grid, new_shape, strict=True))
+            }
+            assert outside == set(), f"chunks left outside {new_shape}: {outside}"
