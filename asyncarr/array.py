@@ -25,9 +25,8 @@ from .nodes import describe_missing, node_key, normalize_path, read_documents, w
 from .shards import partial_read_codec
 from .stores.base import Store
 
-__all__ = ["MAX_PROBED_CHUNKS", "AsyncArray"]
+__all__ = ["AsyncArray"]
 
-MAX_PROBED_CHUNKS = 100_000
 """Most chunk keys probed one request each on a store that cannot list (HTTP).
 
 Counting or sizing what is stored (`nchunks_initialized`, `nbytes_stored`, `resize` when it
@@ -488,14 +487,15 @@ class AsyncArray:
         return parse
 
     def _check_probe_budget(self, operation: str) -> None:
-        """Refuse, before any request, to probe more chunk keys than `MAX_PROBED_CHUNKS`."""
+        """Refuse, before any request, to probe more chunk keys than ``config.max_probed_chunks``."""
         ncells = math.prod(self._stored_grid_shape)
-        if ncells > MAX_PROBED_CHUNKS:
+        cap = config.get("max_probed_chunks")
+        if ncells > cap:
             where = self._store.key_url(self._path) if self._path else self._store.location
             raise StoreError(
                 f"{where}: {operation} needs the stored chunks, and {type(self._store).__name__} cannot list "
                 f"keys; probing them would take one request for each of the {ncells} chunks of the grid, "
-                f"above the cap of {MAX_PROBED_CHUNKS} (MAX_PROBED_CHUNKS in the module asyncarr.array). "
+                f"above the cap of {cap} (asyncarr.config max_probed_chunks). "
                 "Count where the data is written, or on a copy in a store that can list"
             )
 
@@ -518,7 +518,7 @@ class AsyncArray:
 
     async def _stored_chunks(self, operation: str) -> list[tuple[tuple[int, ...], str]]:
         """(coordinates, key) of every stored chunk (shard): one listing, or where the store cannot
-        list, one probe per chunk of a grid of at most `MAX_PROBED_CHUNKS` (else `StoreError`)."""
+        list, one probe per chunk of a grid of at most ``config.max_probed_chunks`` (else `StoreError`)."""
         if not self._store.supports_listing:
             self._check_probe_budget(operation)
             cells = self._grid_keys()
@@ -564,11 +564,11 @@ class AsyncArray:
         return (await self._storage_summary("nbytes_stored"))[1]
 
     async def info(self, type_name: str = "asyncarr.AsyncArray") -> Info:
-        """The summary table shown by the Zarr tutorials (stored sizes "unknown" past `MAX_PROBED_CHUNKS`
+        """The summary table shown by the Zarr tutorials (stored sizes "unknown" past ``config.max_probed_chunks``
         on a store that cannot list)."""
         stored: int | None = None
         initialized: int | None = None
-        if self._store.supports_listing or math.prod(self._stored_grid_shape) <= MAX_PROBED_CHUNKS:
+        if self._store.supports_listing or math.prod(self._stored_grid_shape) <= config.get("max_probed_chunks"):
             nobjects, stored = await self._storage_summary("info")
             initialized = nobjects * self._chunks_per_object()
         rows: list[tuple[str, str]] = []

@@ -39,6 +39,8 @@ class Settings:
     allow_pickle: bool = False
     """Build the ``pickle`` codec from metadata: unpickling runs code the data's author chose."""
     trusted_codecs: tuple[str, ...] = ()
+    max_probed_chunks: int = 100_000
+    """Most chunk keys probed one by one where a store cannot list (HTTP); past it, counting refuses."""
     """numcodecs ids beyond the built-in allowlist that metadata may build: codecs you registered and trust."""
     variable_chunk_max_bytes: int = 256 * 1024 * 1024
     """Most bytes a chunk may decompress to when its shape does not fix its size (variable-length
@@ -55,6 +57,7 @@ _VALIDATORS = {
     "shard_coalesce_gap": lambda v: isinstance(v, int) and v >= 0,
     "codec_batch_bytes": lambda v: isinstance(v, int) and v >= 1,
     "allow_pickle": lambda v: isinstance(v, bool),
+    "max_probed_chunks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "trusted_codecs": lambda v: isinstance(v, (tuple, list, frozenset)) and all(isinstance(i, str) for i in v),
     "variable_chunk_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
 }

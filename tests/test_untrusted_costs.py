@@ -9,7 +9,6 @@ one request per declared cell shows up as a failure, not as a slow suite.
 from __future__ import annotations
 
 import collections
-import importlib
 import json
 import subprocess
 import sys
@@ -458,7 +457,7 @@ def test_over_http_a_billion_chunk_grid_refuses_to_count_and_info_says_unknown_w
 
     for caught in (counting, sizing):
         message = str(caught.value)
-        assert url in message and "MAX_PROBED_CHUNKS" in message and str(10**9) in message
+        assert url in message and "max_probed_chunks" in message and str(10**9) in message
     assert info["Chunks initialized"] == f"unknown/{10**9}" and info["No. bytes stored"] == "unknown"
     assert len(request_log(url)) == sent  # not one probe
     np.testing.assert_array_equal(z[500:600, 70:80], chunk_data((5, 7)))
@@ -497,15 +496,11 @@ def test_over_http_a_small_grid_is_probed_once_per_chunk_key(tmp_path: Path) -> 
     assert len(request_log(url)) - sent == 12 + 12 + 2  # every chunk key, then .zarray and .zattrs
 
 
-def test_over_http_a_grid_one_past_the_probe_cap_is_refused_before_any_request(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_over_http_a_grid_one_past_the_probe_cap_is_refused_before_any_request(tmp_path: Path) -> None:
     url = serve_directory(write_small_v2_array(tmp_path / "a.zarr"))
     z = za.open_array(url, mode="r")
     sent = len(request_log(url))
-    monkeypatch.setattr(importlib.import_module("asyncarr.array"), "MAX_PROBED_CHUNKS", 11)
-
-    with pytest.raises(StoreError, match="11"):
+    with config.set(max_probed_chunks=11), pytest.raises(StoreError, match="11"):
         _ = z.nchunks_initialized
 
     assert len(request_log(url)) == sent
