@@ -738,10 +738,6 @@ def test_codec_from_v2_config_on_any_json_raises_only_metadata_error(codec_json:
 def test_every_v3_codecs_from_json_on_any_json_raises_only_metadata_error(
     codec_class: type, codec_json: Any, dtype: np.dtype
 ) -> None:
-    # ShardingCodec.from_json is given objects only (codec_from_json checks that first); from
-    # anything else it raises AttributeError - sharding.py's owner knows.
-    if codec_class is ShardingCodec and not isinstance(codec_json, dict):
-        return
     _built_or_metadata_error(lambda: codec_class.from_json(codec_json, ChunkSpec(CHUNK, dtype, 0)))
 
 

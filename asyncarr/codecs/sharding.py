@@ -26,7 +26,7 @@ import numpy as np
 
 from asyncarr import config
 from asyncarr.codecs.pipeline import CodecPipeline, Selection
-from asyncarr.codecs.v3 import ArrayBytesCodec, Buffer, ChunkSpec, register_codec
+from asyncarr.codecs.v3 import ArrayBytesCodec, Buffer, ChunkSpec, register_codec, shown
 from asyncarr.errors import CodecError, MetadataError
 from asyncarr.stores.base import ByteRange
 
@@ -157,9 +157,11 @@ class ShardingCodec(ArrayBytesCodec):
     @classmethod
     def from_json(cls, json: Mapping[str, Any], spec: ChunkSpec) -> Self:
         """Build from JSON for shards of `spec`; an invalid configuration raises `MetadataError`."""
-        configuration = json.get("configuration")
+        configuration = json.get("configuration") if isinstance(json, Mapping) else None
         if not isinstance(configuration, Mapping):
-            raise MetadataError(f"codec 'sharding_indexed': configuration must be an object, got {configuration!r}")
+            raise MetadataError(
+                f"codec 'sharding_indexed': configuration must be an object, got {shown(configuration)}"
+            )
         unknown = set(configuration) - _CONFIG_FIELDS
         missing = {"chunk_shape", "codecs"} - set(configuration)
         if unknown or missing:
