@@ -50,9 +50,7 @@ KNOWN_FAILURES: dict[str, str] = {
     # Documents being edited by others while the runner landed; the failing blocks and their
     # fixes are listed in the runner's report. Remove an entry once its document passes.
     "docs/async-api.md": "line 519: app['array'] raises aiohttp's NotAppKeyWarning (use web.AppKey)",
-    "docs/formats.md": "line 90 reuses v3.zarr (a group from line 11); json.load(open(...)) leaks files",
     "docs/sharding.md": "line 68: json.load(open(...)) leaves a file open (ResourceWarning)",
-    "docs/stores.md": "lines 295-614: real clouds and placeholder hosts need not-run markers",
 }
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
