@@ -499,6 +499,23 @@ def test_a_planted_fifo_does_not_block_a_read(tmp_path: Path) -> None:
     assert run(asyncio.wait_for(store.get("fifo"), timeout=10)) in (b"", None)
 
 
+@pytest.mark.parametrize("key", ["x" * 300, "g/" + "x" * 300 + "/c/0"], ids=["top", "nested"])
+def test_a_key_too_long_for_the_file_system_names_nothing_there(tmp_path: Path, key: str) -> None:
+    # Consolidated metadata may name members whose names no file system holds: they are missing, not broken.
+    store = LocalStore(tmp_path)
+    run(store.set("g/zarr.json", b"{}"))
+
+    async def look() -> tuple[Any, ...]:
+        listed = [k async for k in store.list_prefix(key)], [k async for k in store.list_dir(key)]
+        await store.delete(key)
+        await store.delete_prefix(key)
+        return await store.get(key), await store.exists(key), await store.getsize(key), *listed
+
+    assert run(look()) == (None, False, None, [], [])
+    with pytest.raises(StoreError, match="too long"):
+        run(store.set(key, b"1"))
+
+
 # -- the Store ABC as documented -------------------------------------------------------------------
 
 

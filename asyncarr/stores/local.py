@@ -52,6 +52,8 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK
 # FreeBSD) and takes the checked path instead.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
+# A key with a segment longer than the file system allows names no file: it reads as missing.
+_NO_SUCH_NAME_ERRNOS = frozenset({errno.ENAMETOOLONG})
 # Where the kernel names the file behind a descriptor (checking a link's target after opening it).
 _FD_PATHS = "/proc/self/fd/" if os.path.isdir("/proc/self/fd") else None
 # Directories known to resolve inside the root, per store; forgotten wholesale past this many.
@@ -345,6 +347,8 @@ class LocalStore(Store):
         except StoreError:
             raise
         except OSError as exc:
+            if exc.errno in _NO_SUCH_NAME_ERRNOS:
+                return None
             raise self._error(key, exc) from exc
         try:
             if byte_range is None:
@@ -383,7 +387,7 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return
         except OSError as exc:
-            if os.path.isdir(path):  # macOS reports unlink() of a directory as EPERM
+            if exc.errno in _NO_SUCH_NAME_ERRNOS or os.path.isdir(path):  # macOS: unlink() of a directory is EPERM
                 return
             raise self._error(key, exc) from exc
         self._prune_empty_parents(path)
@@ -411,6 +415,8 @@ class LocalStore(Store):
         except StoreError:
             raise
         except OSError as exc:
+            if exc.errno in _NO_SUCH_NAME_ERRNOS:
+                return None
             raise self._error(key, exc) from exc
         return file_stat if stat.S_ISREG(file_stat.st_mode) else None
 
@@ -442,6 +448,8 @@ class LocalStore(Store):
             except (FileNotFoundError, NotADirectoryError):
                 continue
             except OSError as exc:
+                if exc.errno in _NO_SUCH_NAME_ERRNOS:
+                    continue
                 raise self._error(key_prefix, exc) from exc
         return keys
 
@@ -455,6 +463,8 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
+            if exc.errno in _NO_SUCH_NAME_ERRNOS:
+                return []
             raise self._error(prefix, exc) from exc
 
     def _remove_tree(self, prefix: str) -> None:
@@ -479,6 +489,8 @@ class LocalStore(Store):
         except FileNotFoundError:
             return
         except OSError as exc:
+            if exc.errno in _NO_SUCH_NAME_ERRNOS:
+                return
             raise self._error(prefix, exc) from exc
         if prefix:
             self._prune_empty_parents(self._dir_path(prefix))
