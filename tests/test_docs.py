@@ -23,8 +23,7 @@ The rule, per fenced block (```lang ... ``` or ~~~lang ... ~~~):
 
 The subprocess gets this process's environment without credentials for the clouds, without
 ``ASYNCARR_*`` settings (the pages show the defaults), and with the EC2 metadata service off.
-New documents under docs/ are picked up by the glob. Documents listed in ``KNOWN_FAILURES``
-are expected to fail (strictly: one that passes fails the suite, so the mark gets removed).
+New documents under docs/ are picked up by the glob.
 """
 
 from __future__ import annotations
@@ -45,13 +44,6 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python", "py"}
 TIMEOUT = 120.0
 """Seconds one document may take, all its blocks together."""
-
-KNOWN_FAILURES: dict[str, str] = {
-    # Documents being edited by others while the runner landed; the failing blocks and their
-    # fixes are listed in the runner's report. Remove an entry once its document passes.
-    "docs/async-api.md": "line 519: app['array'] raises aiohttp's NotAppKeyWarning (use web.AppKey)",
-    "docs/sharding.md": "line 68: json.load(open(...)) leaves a file open (ResourceWarning)",
-}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _MARKER = re.compile(r"^\s*<!--\s*not run\s*:(?P<reason>.*?)-->\s*$")
@@ -214,20 +206,9 @@ def _text(output: str | bytes | None) -> str:
     return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
-def _document_parameter(path: Path) -> object:
-    name = _name(path)
-    marks = [pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name])] if name in KNOWN_FAILURES else []
-    return pytest.param(path, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("path", [_document_parameter(path) for path in DOCUMENTS])
+@pytest.mark.parametrize("path", [pytest.param(path, id=_name(path)) for path in DOCUMENTS])
 def test_every_python_block_of_the_document_runs(path: Path, tmp_path: Path) -> None:
     run_document(path, tmp_path)
-
-
-def test_known_failures_name_existing_documents() -> None:
-    names = {_name(path) for path in DOCUMENTS}
-    assert set(KNOWN_FAILURES) <= names, set(KNOWN_FAILURES) - names
 
 
 def test_the_parser_finds_blocks_markers_and_their_reasons(tmp_path: Path) -> None:
