@@ -18,35 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from strangers import WritesAMarkerWhenUnpickled, snapshot, write_documents
 
 import asyncarr.sync as za
 from asyncarr import config
 from asyncarr.errors import CodecError, ContainsArrayError, MetadataError
-
-
-def write_documents(root: Path, documents: dict[str, bytes | str | dict]) -> None:
-    """Write a stranger's store: each key's bytes as a plain file, no asyncarr involved."""
-    for key, value in documents.items():
-        path = root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(value, dict):
-            value = json.dumps(value)
-        path.write_bytes(value.encode() if isinstance(value, str) else value)
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` with its contents, to show that nothing changed."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-class _WritesAMarkerWhenUnpickled:
-    """What an attacker pickles: unpickling it calls ``open(marker, "w")``."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
 
 
 def _v2_array(dtype: str = "<i4", shape: int = 4, compressor: dict | None = None, filters: list | None = None) -> dict:
@@ -68,7 +44,7 @@ def _v2_array(dtype: str = "<i4", shape: int = 4, compressor: dict | None = None
 def test_a_pickle_filter_on_a_numeric_array_is_refused_before_any_chunk_is_unpickled(tmp_path: Path) -> None:
     root = tmp_path / "stranger.zarr"
     marker = tmp_path / "code-ran"
-    payload = pickle.dumps(_WritesAMarkerWhenUnpickled(marker))
+    payload = pickle.dumps(WritesAMarkerWhenUnpickled(marker))
     write_documents(root, {".zarray": _v2_array(filters=[{"id": "pickle"}]), "0": payload})
     before = snapshot(tmp_path)
 

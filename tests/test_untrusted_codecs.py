@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strangers import WritesAMarkerWhenUnpickled, write_documents
 
 import asyncarr.sync as za
 from asyncarr import config
@@ -47,14 +48,6 @@ from asyncarr.codecs.v3 import (
 from asyncarr.errors import CodecError, MetadataError
 
 MiB = 1024 * 1024
-
-
-def write_documents(root: Path, documents: dict[str, bytes | dict]) -> None:
-    """Write a stranger's store: each key's bytes as a plain file, no asyncarr involved."""
-    for key, value in documents.items():
-        path = root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(json.dumps(value).encode() if isinstance(value, dict) else value)
 
 
 def v2_array(shape: int, dtype: str = "|u1", compressor: dict | None = None, filters: list | None = None) -> dict:
@@ -88,14 +81,6 @@ def chunk_url(root: Path, zarr_format: int) -> str:
     return f"{root.as_uri()}/{'0' if zarr_format == 2 else 'c/0'}"
 
 
-class _WritesAMarkerWhenUnpickled:
-    def __init__(self, marker: Path) -> None:
-        self.marker = str(marker)
-
-    def __reduce__(self) -> tuple:
-        return (open, (self.marker, "w"))
-
-
 # -- no code from data: the allowlist ----------------------------------------------------------------
 
 
@@ -107,7 +92,7 @@ def test_pickle_in_v2_metadata_is_refused_naming_the_document_the_codec_and_the_
     marker = tmp_path / "code-ran"
     codec = {"id": "pickle", "protocol": 4}
     metadata = v2_array(4, "<i4", compressor=codec) if position == "compressor" else v2_array(4, "<i4", filters=[codec])
-    write_documents(root, {".zarray": metadata, "0": pickle.dumps(_WritesAMarkerWhenUnpickled(marker))})
+    write_documents(root, {".zarray": metadata, "0": pickle.dumps(WritesAMarkerWhenUnpickled(marker))})
 
     with pytest.raises(MetadataError) as caught:
         za.open_array(str(root), mode="r")[:]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from emulators.http import request_log, serve_directory
+from strangers import write_documents
 
 import asyncarr.sync as za
 from asyncarr import config
@@ -85,17 +86,6 @@ class CountingStore(Store):
         return counted
 
 
-def write_files(root: Path, files: dict[str, bytes | str | dict]) -> Path:
-    """Write a stranger's store: each key's bytes as a plain file, no asyncarr involved."""
-    for key, value in files.items():
-        path = root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(value, dict):
-            value = json.dumps(value, separators=(",", ":"))
-        path.write_bytes(value.encode() if isinstance(value, str) else value)
-    return root
-
-
 def disk_sizes(root: Path) -> dict[str, int]:
     """Every file below `root` (relative key -> size in bytes)."""
     return {path.relative_to(root).as_posix(): path.stat().st_size for path in root.rglob("*") if path.is_file()}
@@ -153,7 +143,7 @@ def write_billion_chunk_array(root: Path, zarr_format: int) -> Path:
         key = "{}.{}"
     for coords in STORED_CHUNKS:
         files[key.format(*coords)] = chunk_data(coords).tobytes()
-    return write_files(root, files)
+    return write_documents(root, files)
 
 
 def stored_chunk_coords(root: Path, zarr_format: int) -> set[tuple[int, ...]]:
@@ -170,7 +160,7 @@ def write_4_million_inner_chunks(root: Path) -> Path:
     """The issue's 430-byte zarr.json: one shard of 4 million one-element inner chunks, none stored."""
     document = v3_document((4_000_000,), (4_000_000,), sharding((1,), endian=False), data_type="uint8", fill_value=7)
     document["chunk_key_encoding"] = {"name": "default"}
-    write_files(root, {"zarr.json": document})
+    write_documents(root, {"zarr.json": document})
     assert (root / "zarr.json").stat().st_size < 430
     return root
 
@@ -220,7 +210,7 @@ def test_opening_and_reading_the_4_million_inner_chunk_array_adds_under_20_mib_o
 ) -> None:
     hostile = write_4_million_inner_chunks(tmp_path / "hostile.zarr")
     warm_up = tmp_path / "small.zarr"
-    write_files(warm_up, {"zarr.json": v3_document((16,), (16,), sharding((1,)), data_type="uint8", fill_value=7)})
+    write_documents(warm_up, {"zarr.json": v3_document((16,), (16,), sharding((1,)), data_type="uint8", fill_value=7)})
 
     result = subprocess.run(
         [sys.executable, "-c", _MEMORY_PROBE, str(warm_up), str(hostile)],
@@ -256,7 +246,7 @@ def write_over_cap_shard(root: Path, *, stored: bool) -> Path:
     }
     if stored:
         files["c/0"] = bytes(100)
-    return write_files(root, files)
+    return write_documents(root, files)
 
 
 def test_a_declared_index_over_the_cap_is_refused_naming_the_shard_without_requesting_it(tmp_path: Path) -> None:
@@ -306,7 +296,7 @@ def test_writing_a_shard_whose_index_is_over_the_cap_is_refused_and_writes_nothi
 
 def test_a_declared_index_larger_than_the_stored_shard_is_a_codec_error_naming_the_shard(tmp_path: Path) -> None:
     # 1000 inner chunks: a 16004-byte index, declared for a shard of 100 bytes.
-    root = write_files(
+    root = write_documents(
         tmp_path / "a.zarr",
         {"zarr.json": v3_document((1000,), (1000,), sharding((1,)), data_type="uint8"), "c/0": bytes(100)},
     )
@@ -325,7 +315,7 @@ def test_opening_a_shard_of_2_to_the_40_inner_chunks_costs_nothing_and_its_absen
     tmp_path: Path,
 ) -> None:
     document = v3_document((2**40,), (2**40,), sharding((1,)), data_type="uint8", fill_value=7)
-    store = CountingStore(LocalStore(write_files(tmp_path / "a.zarr", {"zarr.json": document})))
+    store = CountingStore(LocalStore(write_documents(tmp_path / "a.zarr", {"zarr.json": document})))
 
     z = za.open_array(store, mode="r")
     store.take()
@@ -367,7 +357,7 @@ def test_nbytes_stored_and_info_are_one_listing_and_one_size_per_stored_key(tmp_
 def test_nchunks_initialized_of_a_sharded_billion_shard_grid_is_one_listing(tmp_path: Path) -> None:
     document = v3_document(BILLION_SHAPE, (100, 10), sharding((10, 5)))
     files: dict[str, bytes | str | dict] = {"zarr.json": document}
-    root = write_files(tmp_path / "a.zarr", files)
+    root = write_documents(tmp_path / "a.zarr", files)
     z = za.open_array(str(root), mode="r+")
     z[0:100, 0:10] = chunk_data((0, 0))  # shards written by us, the grid declared by a stranger
     z[-100:, -10:] = chunk_data((1, 1))
@@ -479,7 +469,7 @@ def write_small_v2_array(root: Path) -> Path:
     }
     for i, j in ((0, 0), (1, 2), (3, 1)):
         files[f"{i}.{j}"] = np.full((10, 10), 10 * i + j + 1, dtype="<i4").tobytes()
-    return write_files(root, files)
+    return write_documents(root, files)
 
 
 def test_over_http_a_small_grid_is_probed_once_per_chunk_key(tmp_path: Path) -> None:

@@ -20,27 +20,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strangers import snapshot, write_documents
 
 import asyncarr.sync as za
 from asyncarr.errors import ContainsArrayError, ContainsGroupError, MetadataError
 from asyncarr.metadata import _json, default_fill_value
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def write_documents(root: Path, documents: dict[str, bytes | str | dict]) -> None:
-    """Write a stranger's store: each key's bytes as a plain file, no asyncarr involved."""
-    for key, value in documents.items():
-        path = root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(value, dict | list):
-            value = json.dumps(value, allow_nan=True)
-        path.write_bytes(value.encode() if isinstance(value, str) else value)
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` with its contents, to show that nothing changed."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def v3_array(data_type: Any = "int32", shape: list = [4], chunks: list = [2], fill_value: Any = 0, **extra) -> dict:  # noqa: B006

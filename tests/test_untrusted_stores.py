@@ -28,6 +28,7 @@ import pytest
 from aiohttp import web
 from emulators import s3 as s3_emulator
 from emulators.http import BackgroundServer
+from strangers import snapshot
 
 import asyncarr
 import asyncarr.sync as za
@@ -343,20 +344,6 @@ def test_a_pickled_s3_store_keeps_its_configuration() -> None:
 
 
 # -- LocalStore and symbolic links -----------------------------------------------------------------
-
-
-def snapshot(directory: Path) -> dict[str, bytes | str]:
-    """Every entry below ``directory``: file contents, link targets, and directories."""
-    entries: dict[str, bytes | str] = {}
-    for path in sorted(directory.rglob("*")):
-        name = str(path.relative_to(directory))
-        if path.is_symlink():
-            entries[name] = "link -> " + os.readlink(path)
-        elif path.is_dir():
-            entries[name] = "dir"
-        else:
-            entries[name] = path.read_bytes()
-    return entries
 
 
 @pytest.fixture
