@@ -33,6 +33,20 @@ def snapshot(directory: Path) -> dict[str, bytes | str]:
     return entries
 
 
+def v2_array(shape: int, dtype: str = "|u1", compressor: dict | None = None, filters: list | None = None) -> dict:
+    """A one-chunk, one-dimensional v2 ``.zarray`` document."""
+    return {
+        "zarr_format": 2,
+        "shape": [shape],
+        "chunks": [shape],
+        "dtype": dtype,
+        "compressor": compressor,
+        "filters": filters,
+        "fill_value": 0,
+        "order": "C",
+    }
+
+
 class WritesAMarkerWhenUnpickled:
     """What an attacker pickles: unpickling it calls ``open(marker, "w")``, so the marker shows that code ran."""
 

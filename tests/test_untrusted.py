@@ -18,25 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from strangers import WritesAMarkerWhenUnpickled, snapshot, write_documents
+from strangers import WritesAMarkerWhenUnpickled, snapshot, v2_array, write_documents
 
 import asyncarr.sync as za
 from asyncarr import config
 from asyncarr.errors import CodecError, ContainsArrayError, MetadataError
-
-
-def _v2_array(dtype: str = "<i4", shape: int = 4, compressor: dict | None = None, filters: list | None = None) -> dict:
-    return {
-        "zarr_format": 2,
-        "shape": [shape],
-        "chunks": [shape],
-        "dtype": dtype,
-        "compressor": compressor,
-        "filters": filters,
-        "fill_value": 0,
-        "order": "C",
-    }
-
 
 # -- no code from data ---------------------------------------------------------------------------
 
@@ -45,7 +31,7 @@ def test_a_pickle_filter_on_a_numeric_array_is_refused_before_any_chunk_is_unpic
     root = tmp_path / "stranger.zarr"
     marker = tmp_path / "code-ran"
     payload = pickle.dumps(WritesAMarkerWhenUnpickled(marker))
-    write_documents(root, {".zarray": _v2_array(filters=[{"id": "pickle"}]), "0": payload})
+    write_documents(root, {".zarray": v2_array(4, "<i4", filters=[{"id": "pickle"}]), "0": payload})
     before = snapshot(tmp_path)
 
     with pytest.raises(MetadataError) as caught:
@@ -87,7 +73,7 @@ def test_allow_pickle_is_off_by_default() -> None:
 def test_a_zlib_bomb_for_a_1000_byte_chunk_is_a_codec_error_naming_the_chunk(tmp_path: Path) -> None:
     root = tmp_path / "bomb.zarr"
     bomb = zlib.compress(bytes(256 * 1024 * 1024), 9)  # ~255 KiB that inflate to 256 MiB
-    write_documents(root, {".zarray": _v2_array(dtype="|u1", shape=1000, compressor={"id": "zlib", "level": 9})})
+    write_documents(root, {".zarray": v2_array(1000, "|u1", compressor={"id": "zlib", "level": 9})})
     (root / "0").write_bytes(bomb)
 
     with pytest.raises(CodecError) as caught:
@@ -189,7 +175,7 @@ def test_a_blosc_frame_with_z5pys_16_trailing_zero_bytes_reads_like_zarr_python_
     data = np.arange(100, dtype="<f8")
     frame = numcodecs.Blosc(cname="lz4", clevel=5).encode(data)
     compressor = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}
-    write_documents(root, {".zarray": _v2_array(dtype="<f8", shape=100, compressor=compressor)})
+    write_documents(root, {".zarray": v2_array(100, "<f8", compressor=compressor)})
     (root / "0").write_bytes(bytes(frame) + bytes(16))
 
     np.testing.assert_array_equal(za.open_array(str(root), mode="r")[:], data)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strangers import WritesAMarkerWhenUnpickled, write_documents
+from strangers import WritesAMarkerWhenUnpickled, v2_array, write_documents
 
 import asyncarr.sync as za
 from asyncarr import config
@@ -48,19 +48,6 @@ from asyncarr.codecs.v3 import (
 from asyncarr.errors import CodecError, MetadataError
 
 MiB = 1024 * 1024
-
-
-def v2_array(shape: int, dtype: str = "|u1", compressor: dict | None = None, filters: list | None = None) -> dict:
-    return {
-        "zarr_format": 2,
-        "shape": [shape],
-        "chunks": [shape],
-        "dtype": dtype,
-        "compressor": compressor,
-        "filters": filters,
-        "fill_value": 0,
-        "order": "C",
-    }
 
 
 def v3_array(shape: int, codecs: list, data_type: str = "uint8") -> dict:
