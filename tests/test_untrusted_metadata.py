@@ -792,10 +792,15 @@ LEGAL_FILLS = {
     ),
 }
 EXTENTS = st.one_of(st.integers(0, 5), st.sampled_from([2**31, 2**62, 2**63 - 1]))
+
+
+def _json_containers(inner: st.SearchStrategy) -> st.SearchStrategy:
+    """Lists and objects of `inner` (a named function: Hypothesis cannot see a lambda's use of its argument here)."""
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+
+
 JSON_ATTRIBUTES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-    max_leaves=10,
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4), _json_containers, max_leaves=10
 )
 
 
