@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Mapping
 
 from .errors import ContainsArrayError, MetadataError
@@ -90,6 +91,30 @@ def ensure_documents_decodable(documents: Mapping[str, bytes | None], store: Sto
             raise MetadataError(f"{store.key_url(node_key(path, name))}: not valid UTF-8 JSON ({exc})") from exc
 
 
+_KIND_DOCUMENTS = ("zarr.json", ".zarray", ".zgroup")
+# Enough for any array's document that tells its kind; these directories lie outside the store,
+# where anyone may have left anything, so a larger one is not read (and not judged).
+_KIND_DOCUMENT_MAX_BYTES = 1 << 20
+
+
+def _small_regular_file(path: str) -> bytes | None:
+    """The bytes of a regular file of at most `_KIND_DOCUMENT_MAX_BYTES`, else None: a FIFO or device
+    left in a parent directory must not block or flood the check."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _KIND_DOCUMENT_MAX_BYTES:
+            return None
+        return os.read(fd, _KIND_DOCUMENT_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _nearest_local_node(directory: str) -> tuple[str, str | None]:
     """Walk up from `directory` to the first one holding node metadata: (that directory, its kind).
 
@@ -97,13 +122,7 @@ def _nearest_local_node(directory: str) -> tuple[str, str | None]:
     lies outside the store is not ours to judge, only not to write into an array).
     """
     while True:
-        documents: dict[str, bytes | None] = {}
-        for name in ("zarr.json", ".zarray", ".zgroup"):
-            try:
-                with open(os.path.join(directory, name), "rb") as file:
-                    documents[name] = file.read()
-            except OSError:
-                documents[name] = None
+        documents = {name: _small_regular_file(os.path.join(directory, name)) for name in _KIND_DOCUMENTS}
         if any(value is not None for value in documents.values()):
             try:
                 return directory, node_kind(documents, "file://" + directory.replace(os.sep, "/"))

@@ -11,6 +11,7 @@ import base64
 import copy
 import json
 import math
+import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -287,6 +288,18 @@ def test_a_local_path_inside_an_array_directory_is_refused_and_its_chunks_surviv
 
     assert root.as_uri() in str(caught.value)
     assert snapshot(tmp_path) == before
+
+
+def test_what_lies_in_parent_directories_neither_blocks_nor_floods_the_inside_an_array_check(tmp_path: Path) -> None:
+    # Above a local store anyone may have left anything: a FIFO that would block a read, a huge file.
+    os.mkfifo(tmp_path / "zarr.json")
+    (tmp_path / ".zarray").write_bytes(b"[" * (4 << 20))
+    (tmp_path / ".zgroup").mkdir()
+
+    z = za.open_array(str(tmp_path / "new.zarr"), mode="w", shape=(2,), dtype="i4")
+    z[:] = [1, 2]
+
+    assert list(za.open_array(str(tmp_path / "new.zarr"), mode="r")[:]) == [1, 2]
 
 
 def test_a_v3_member_is_not_created_inside_a_v2_array(tmp_path: Path) -> None:
