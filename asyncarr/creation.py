@@ -8,7 +8,7 @@ from typing import Any
 
 from . import config
 from .codecs import registry
-from .metadata import ArrayMetadataV2, ArrayMetadataV3, create_array_metadata, normalize_chunks
+from .metadata import DEFAULT_FILL_VALUE, ArrayMetadataV2, ArrayMetadataV3, create_array_metadata, normalize_chunks
 from .metadata.dtypes import normalize_dtype
 
 __all__ = ["build_array_metadata", "normalize_shape"]
@@ -33,7 +33,7 @@ def build_array_metadata(
     shape: Any,
     dtype: Any = None,
     chunks: Any = True,
-    fill_value: Any = None,
+    fill_value: Any = DEFAULT_FILL_VALUE,
     compressor: Any = "default",
     filters: Sequence[Any] | None = None,
     codecs: Sequence[Any] | None = None,

@@ -84,7 +84,7 @@ def test_default_fill_value_of_asyncarr_array_is_what_zarr_python_reads_for_miss
     z[0, 0] = interop.sample(dtype, SHAPE_2D)[0, 0]
     document = interop.metadata_document(tmp_path, zarr_format)
     if np.dtype(dtype).kind in "biufc":
-        # DESIGN: fill_value=None means the dtype's default, written explicitly into the metadata
+        # No fill_value given: the dtype's default, written explicitly in both formats (as zarr-python 3)
         assert document["fill_value"] is not None
         assert z.fill_value == 0
 
@@ -93,6 +93,63 @@ def test_default_fill_value_of_asyncarr_array_is_what_zarr_python_reads_for_miss
     expected = np.full(SHAPE_2D, z.fill_value, dtype=dtype)
     expected[0, 0] = interop.sample(dtype, SHAPE_2D)[0, 0]
     np.testing.assert_array_equal(b[...], expected)
+
+
+#: The fill value a creation call gives, by what the caller passed: zarr-python 3 writes the
+#: dtype's default when given nothing, and v2 ``null`` (v3: the default) when given None.
+FILL_VALUE_ARGUMENTS = {"not-given": {}, "None": {"fill_value": None}}
+
+
+@pytest.mark.parametrize("given", list(FILL_VALUE_ARGUMENTS))
+@pytest.mark.parametrize(("zarr_format", "dtype"), DTYPE_CASES + [(fmt, str) for fmt in interop.FORMATS])
+def test_fill_value_written_at_creation_is_what_zarr_python_writes(tmp_path, zarr_format, dtype, given):
+    fill = FILL_VALUE_ARGUMENTS[given]
+    ours = za.create(
+        SHAPE_2D, chunks=CHUNKS_2D, dtype=dtype, zarr_format=zarr_format, compressor=None,
+        store=str(tmp_path / "ours"), **fill,
+    )  # fmt: skip
+    theirs = zarr.create_array(
+        str(tmp_path / "theirs"), shape=SHAPE_2D, chunks=CHUNKS_2D, dtype=dtype, zarr_format=zarr_format,
+        compressors=None, **fill,
+    )  # fmt: skip
+    our_document = interop.metadata_document(tmp_path / "ours", zarr_format)
+    their_document = interop.metadata_document(tmp_path / "theirs", zarr_format)
+    assert our_document["fill_value"] == their_document["fill_value"]
+    if dtype is not str:  # zarr-python spells a variable-length string codec's empty configuration out
+        assert our_document == their_document
+    assert (zarr_format == 2 and given == "None") == (our_document["fill_value"] is None)
+    assert (ours.fill_value is None) == (theirs.fill_value is None)
+    if ours.fill_value is not None:
+        interop.assert_same_fill_value(ours.fill_value, theirs.fill_value, dtype)
+
+
+@pytest.mark.parametrize("dtype", interop.DTYPES + interop.BIG_ENDIAN_V2_DTYPES)
+def test_missing_chunks_of_a_null_fill_v2_array_read_as_zarr_python_reads_them(tmp_path, dtype):
+    data = interop.sample(dtype, SHAPE_2D)
+    ours = za.create(SHAPE_2D, chunks=CHUNKS_2D, dtype=dtype, zarr_format=2, fill_value=None, store=str(tmp_path / "a"))
+    ours[REGION_2D] = data[REGION_2D]
+    theirs = _write_with_zarr_python(
+        tmp_path / "z", data, REGION_2D, chunks=CHUNKS_2D, dtype=dtype, zarr_format=2, fill_value=None
+    )
+    # Missing chunks read as the dtype's default (zero, False, empty, NaT) in both libraries, either way round.
+    default = np.zeros((), dtype=dtype) if np.dtype(dtype).kind not in "Mm" else np.array("NaT", dtype=dtype)
+    expected = interop.partially_written(data, default, REGION_2D)
+    for path in (tmp_path / "a", tmp_path / "z"):
+        read_by_zarr, read_by_us = zarr.open_array(str(path), mode="r"), za.open_array(str(path), mode="r")
+        assert read_by_zarr.fill_value is None and read_by_us.fill_value is None
+        np.testing.assert_array_equal(read_by_zarr[...], expected)
+        interop.assert_reads_like_numpy(read_by_us, expected)
+    assert "Chunks initialized" in str(ours.info)
+    # Both store the same chunks, and both drop a chunk that becomes all default (chunk 0.0 here).
+    assert _chunk_names(tmp_path / "a") == _chunk_names(tmp_path / "z")
+    ours[0:3, 0:2] = default
+    theirs[0:3, 0:2] = default
+    assert _chunk_names(tmp_path / "a") == _chunk_names(tmp_path / "z")
+    assert "0.0" not in _chunk_names(tmp_path / "a")
+
+
+def _chunk_names(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
 
 
 @pytest.mark.parametrize("zarr_format", interop.FORMATS)

@@ -16,6 +16,7 @@ from zarr.core.chunk_grids import _guess_chunks
 
 from asyncarr.errors import MetadataError, NodeNotFoundError
 from asyncarr.metadata import (
+    DEFAULT_FILL_VALUE,
     ArrayMetadataV2,
     ArrayMetadataV3,
     GroupMetadataV2,
@@ -26,6 +27,7 @@ from asyncarr.metadata import (
     consolidated_v2_document,
     consolidated_v3_metadata,
     create_array_metadata,
+    default_fill_value,
     fill_value_to_json,
     normalize_chunks,
     parse_consolidated_v2,
@@ -91,11 +93,13 @@ def _native(dtype: str) -> np.dtype:
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-@pytest.mark.parametrize("use_default_fill", [True, False], ids=["default-fill", "custom-fill"])
+@pytest.mark.parametrize("fill_given", ["default-fill", "custom-fill", "none-fill"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
-def test_documents_zarr_python_writes_parse_to_the_same_fields(dtype, use_default_fill, zarr_format):
+def test_documents_zarr_python_writes_parse_to_the_same_fields(dtype, fill_given, zarr_format):
     store = zarr.storage.MemoryStore()
-    fill = {} if use_default_fill else {"fill_value": DTYPES[dtype]}
+    fill = {"default-fill": {}, "custom-fill": {"fill_value": DTYPES[dtype]}, "none-fill": {"fill_value": None}}[
+        fill_given
+    ]
     reference = zarr.create_array(
         store=store, shape=(4, 6), chunks=(2, 3), dtype=dtype, zarr_format=zarr_format, **fill
     )
@@ -167,6 +171,22 @@ def test_sharded_metadata_matches_what_zarr_python_writes():
     assert ours == theirs
     with pytest.raises(ValueError, match="multiple"):
         create_array_metadata(zarr_format=3, shape=(8,), chunks=(3,), shards=(4,), dtype="f4")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_fill_value_none_is_null_in_v2_and_the_default_in_v3_but_not_given_is_the_default_in_both(dtype):
+    def fill_json(zarr_format: int, **fill: object) -> object:
+        metadata = create_array_metadata(zarr_format=zarr_format, shape=(4,), chunks=2, dtype=dtype, **fill)
+        document = metadata.to_documents()[".zarray" if zarr_format == 2 else "zarr.json"]
+        return json.loads(document)["fill_value"]
+
+    default = fill_value_to_json(3, default_fill_value(np.dtype(dtype)), np.dtype(dtype))
+    assert fill_json(2, fill_value=None) is None
+    assert create_array_metadata(zarr_format=2, shape=(4,), chunks=2, dtype=dtype, fill_value=None).fill_value is None
+    assert fill_json(3, fill_value=None) == default
+    assert fill_json(3) == default
+    assert fill_json(2) == fill_value_to_json(2, default_fill_value(np.dtype(dtype)), np.dtype(dtype)) is not None
+    assert fill_json(2, fill_value=DEFAULT_FILL_VALUE) == fill_json(2)
 
 
 def test_documents_tensorstore_style_minimal_v3_and_null_v2_fill_parse():

@@ -195,8 +195,9 @@ def test_v2_object_dtype_with_a_vlen_utf8_filter_holds_strings(tmp_path):
 @pytest.mark.parametrize("fill", ["default", "custom"])
 @pytest.mark.parametrize(("zarr_format", "kind"), CASES)
 def test_zarr_python_reads_partially_written_asyncarr_arrays(tmp_path, zarr_format, kind, fill):
-    fill_value = FILL_VALUES[kind] if fill == "custom" else None
-    z = _create(tmp_path, zarr_format, kind, shape=SHAPE_2D, chunks=CHUNKS_2D, fill_value=fill_value)
+    # No fill_value given: the default, written explicitly (fill_value=None would be a v2 null).
+    fill_kwargs = {"fill_value": FILL_VALUES[kind]} if fill == "custom" else {}
+    z = _create(tmp_path, zarr_format, kind, shape=SHAPE_2D, chunks=CHUNKS_2D, **fill_kwargs)
     data = sample(kind, SHAPE_2D)
     z[REGION_2D] = data[REGION_2D]
     expected = partially_written(data, z.fill_value, REGION_2D)

@@ -27,6 +27,8 @@ from asyncarr.metadata.consolidated import (
     parse_consolidated_v3,
 )
 from asyncarr.metadata.dtypes import (
+    DEFAULT_FILL_VALUE,
+    DefaultFillValue,
     coerce_fill_value,
     default_fill_value,
     dtype_to_json,
@@ -42,6 +44,7 @@ from asyncarr.metadata.v3 import DEFAULT_CHUNK_KEY_ENCODING, ArrayMetadataV3, Gr
 
 __all__ = [
     "DEFAULT_CHUNK_KEY_ENCODING",
+    "DEFAULT_FILL_VALUE",
     "NODE_DOCUMENT_NAMES",
     "ArrayMetadata",
     "ArrayMetadataV2",
@@ -281,13 +284,20 @@ def _v3_chunk_key_encoding(dimension_separator: Any, chunk_key_encoding: Any) ->
     return chunk_key_encoding
 
 
+def _creation_fill_value(zarr_format: int, fill_value: Any, dtype: np.dtype) -> Any:
+    """The fill value a new array's metadata holds: None (v2 ``null``) only when asked for in v2."""
+    if isinstance(fill_value, DefaultFillValue) or (fill_value is None and zarr_format == 3):
+        return default_fill_value(dtype)
+    return coerce_fill_value(fill_value, dtype)
+
+
 def create_array_metadata(
     *,
     zarr_format: Literal[2, 3],
     shape: int | tuple[int, ...],
     chunks: Any,
     dtype: Any,
-    fill_value: Any = None,
+    fill_value: Any = DEFAULT_FILL_VALUE,
     order: Literal["C", "F"] = "C",
     compressor: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
     filters: Sequence[dict[str, Any]] | None = None,
@@ -300,8 +310,9 @@ def create_array_metadata(
 ) -> ArrayMetadata:
     """Build and validate the metadata of a new array; bad arguments raise ValueError or TypeError.
 
-    `chunks` goes through `normalize_chunks`; fill_value None becomes the dtype's default, written
-    explicitly. v2 takes `compressor`/`filters` as numcodecs JSON. v3 takes either a full `codecs`
+    `chunks` goes through `normalize_chunks`. `fill_value` not given is the dtype's default, written
+    explicitly; None is written as ``null`` in v2 (zarr-python 3 does the same) and as the default
+    in v3, which has no ``null``. v2 takes `compressor`/`filters` as numcodecs JSON. v3 takes either a full `codecs`
     chain or builds one: `transpose` (for order "F"), `filters`, `bytes`, then `compressor` (v3 JSON);
     with `shards` that chain runs inside a ``sharding_indexed`` codec whose inner chunks are `chunks`.
     """
@@ -318,7 +329,7 @@ def create_array_metadata(
     except MetadataError as exc:
         raise ValueError(str(exc)) from None
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
-    fill_value = default_fill_value(dtype) if fill_value is None else coerce_fill_value(fill_value, dtype)
+    fill_value = _creation_fill_value(zarr_format, fill_value, dtype)
     attributes = {} if attributes is None else attributes
     if zarr_format == 2:
         for name, value in (("codecs", codecs), ("shards", shards), ("dimension_names", dimension_names)):

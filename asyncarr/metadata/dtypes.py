@@ -29,6 +29,7 @@ from asyncarr.metadata._json import short_repr
 
 __all__ = [
     "BYTES_DTYPE",
+    "DEFAULT_FILL_VALUE",
     "OBJECT_CODEC_IDS",
     "STRING_DTYPE",
     "coerce_fill_value",
@@ -261,6 +262,21 @@ def dtype_to_json(zarr_format: int, dtype: Any) -> Any:
         return {"name": name, "configuration": {"unit": unit, "scale_factor": int(scale)}}
     name = {"S": "null_terminated_bytes", "U": "fixed_length_utf32", "V": "raw_bytes"}[dtype.kind]
     return {"name": name, "configuration": {"length_bytes": dtype.itemsize}}
+
+
+class DefaultFillValue:
+    """The type of `DEFAULT_FILL_VALUE`, the ``fill_value`` of a creation call that was given none."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_FILL_VALUE"
+
+
+DEFAULT_FILL_VALUE = DefaultFillValue()
+"""``fill_value`` not given: the dtype's default, written explicitly in both formats.
+
+Distinct from None, which zarr-python 3 writes as v2 ``null`` (its ``DefaultFillValue`` sentinel
+draws the same line), and which v3, having no ``null``, writes as the dtype's default too.
+"""
 
 
 def default_fill_value(dtype: Any) -> Any:
