@@ -15,14 +15,14 @@ never its data: each worker reopens the array when it unpickles a task.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from . import AsyncArray
 from .errors import ReadOnlyError
-from .stores import MemoryStore
+from .stores import MemoryStore, Store
 from .sync import Array
 from .sync import open_array as _open_array
 
@@ -30,9 +30,12 @@ if TYPE_CHECKING:
     import dask.array as da
     from dask.delayed import Delayed
 
-__all__ = ["align_to_write_units", "from_zarr", "to_zarr", "write_unit"]
+__all__ = ["ArrayOrStore", "align_to_write_units", "from_zarr", "to_zarr", "write_unit"]
 
 _WRITE_MODES = ("w-", "w", "a", "r+")
+
+ArrayOrStore: TypeAlias = Array | AsyncArray | Store | str | os.PathLike[str] | MutableMapping[str, bytes]
+"""An open array (either API), or what `asyncarr.sync.open_array` opens: a store, a path or URL, a mapping."""
 
 
 def write_unit(array: Array | AsyncArray) -> tuple[int, ...]:
@@ -41,7 +44,7 @@ def write_unit(array: Array | AsyncArray) -> tuple[int, ...]:
 
 
 def from_zarr(
-    store_or_array: Any,
+    store_or_array: ArrayOrStore,
     *,
     path: str | None = None,
     chunks: Any = None,
@@ -89,7 +92,7 @@ def align_to_write_units(x: da.Array, unit: tuple[int, ...]) -> da.Array:
 
 def to_zarr(
     x: da.Array,
-    store_or_array: Any,
+    store_or_array: ArrayOrStore,
     *,
     path: str | None = None,
     chunks: Any = None,
@@ -182,7 +185,7 @@ class _WriteTarget:
 
 def _open_target(
     x: da.Array,
-    store: Any,
+    store: ArrayOrStore,
     path: str | None,
     chunks: Any,
     shards: Any,
