@@ -231,6 +231,22 @@ def test_to_zarr_refuses_to_overwrite_unless_told(tmp_path: Path, on_threads: No
         to_zarr(da.ones((30, 10), chunks=5), url, mode="r+")
 
 
+def test_to_zarr_into_an_open_array_takes_no_creation_arguments(tmp_path: Path) -> None:
+    target = za.zeros((10, 10), chunks=5, store=tmp_path / "a.zarr")
+    with pytest.raises(TypeError, match="chunks, fill_value"):
+        to_zarr(da.ones((10, 10), chunks=5), target, chunks=(2, 2), fill_value=3)
+    assert target.nchunks_initialized == 0
+
+
+def test_to_zarr_with_shards_alone_guesses_inner_chunks_within_a_shard(tmp_path: Path, on_threads: None) -> None:
+    data = reference((300, 200))
+    to_zarr(da.from_array(data, chunks=CUTTING_BLOCKS), str(tmp_path / "a.zarr"), shards=(64, 64))
+    written = za.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert written.shards == (64, 64)
+    assert all(shard % chunk == 0 for shard, chunk in zip(written.shards, written.chunks, strict=True))
+    np.testing.assert_array_equal(written[...], data)
+
+
 def test_to_zarr_refuses_a_read_only_array(tmp_path: Path) -> None:
     za.zeros((10, 10), chunks=5, store=tmp_path / "a.zarr")
     with pytest.raises(ReadOnlyError):
