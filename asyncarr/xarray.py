@@ -71,24 +71,46 @@ class AsyncarrBackendArray(BackendArray):
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         if isinstance(key, indexing.BasicIndexer):
-            return indexing.explicit_indexing_adapter(
-                key, self.shape, indexing.IndexingSupport.BASIC, self._array.__getitem__
-            )
-        if isinstance(key, indexing.VectorizedIndexer) and all(isinstance(k, np.ndarray) for k in key.tuple):
-            return indexing.explicit_indexing_adapter(
-                key, self.shape, indexing.IndexingSupport.VECTORIZED, self._vindex
-            )
-        # Outer keys, and vectorized keys mixing slices with arrays: read the outer product of the
-        # arrays, and let xarray pick the points from it in memory.
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._oindex)
+            support, read = indexing.IndexingSupport.BASIC, self._array.__getitem__
+        elif _is_pointwise(key):
+            support, read = indexing.IndexingSupport.VECTORIZED, self._vindex
+        else:
+            # Outer keys, and vectorized keys mixing slices with arrays: read the outer product of
+            # the arrays, and let xarray pick the points from it in memory.
+            support, read = indexing.IndexingSupport.OUTER, self._oindex
+        return indexing.explicit_indexing_adapter(key, self.shape, support, read)
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> Any:
+        """`__getitem__` on the caller's event loop (``Dataset.load_async``), with asyncarr's async API."""
+        if isinstance(key, indexing.BasicIndexer):
+            support, read = indexing.IndexingSupport.BASIC, self._array.async_array.getitem
+        elif _is_pointwise(key):
+            support, read = indexing.IndexingSupport.VECTORIZED, self._array.async_array.get_coordinate_selection
+        else:
+            support, read = indexing.IndexingSupport.OUTER, self._async_oindex
+        return await indexing.async_explicit_indexing_adapter(key, self.shape, support, read)
 
     def _oindex(self, key: tuple[Any, ...]) -> np.ndarray:
-        if all(isinstance(k, slice | int | np.integer) for k in key):
+        if _is_basic(key):
             return self._array[key]
         return self._array.oindex[key]
 
+    async def _async_oindex(self, key: tuple[Any, ...]) -> np.ndarray:
+        if _is_basic(key):
+            return await self._array.async_array.getitem(key)
+        return await self._array.async_array.get_orthogonal_selection(key)
+
     def _vindex(self, key: tuple[Any, ...]) -> np.ndarray:
         return self._array.vindex[key]
+
+
+def _is_basic(key: tuple[Any, ...]) -> bool:
+    return all(isinstance(k, slice | int | np.integer) for k in key)
+
+
+def _is_pointwise(key: indexing.ExplicitIndexer) -> bool:
+    """A vectorized key of integer arrays only: asyncarr's coordinate selection reads just those points."""
+    return isinstance(key, indexing.VectorizedIndexer) and all(isinstance(k, np.ndarray) for k in key.tuple)
 
 
 def _dimensions_and_attributes(array: za.Array, name: str) -> tuple[tuple[str, ...], dict[str, Any]]:

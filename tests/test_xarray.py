@@ -8,7 +8,9 @@ back through ``xr.open_zarr`` as what xarray itself would have written.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import pickle
 import warnings
 from pathlib import Path
 from typing import Any
@@ -217,6 +219,34 @@ def test_outer_vectorized_and_mixed_indexing_match_open_zarr(
     ]
     for selection in selections:
         xr.testing.assert_identical(expected.isel(selection), actual.isel(selection))
+
+
+@pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
+def test_load_async_reads_on_the_callers_loop(written: dict[tuple[int, bool], Path], zarr_format: int) -> None:
+    path = written[zarr_format, True]
+    expected = xr.open_zarr(path, chunks=None).compute()
+    points = {"time": xr.Variable("p", [5, 0]), "x": xr.Variable("p", [3, 1])}
+
+    async def load() -> list[xr.DataArray]:
+        lazy = xr.open_dataset(path, engine="asyncarr")
+        temp = lazy["temp"]
+        return await asyncio.gather(
+            lazy.load_async(), temp.isel(time=[4, 1], x=2).load_async(), temp.isel(points).load_async()
+        )
+
+    whole, outer, pointwise = asyncio.run(load())
+    xr.testing.assert_identical(expected, whole)
+    xr.testing.assert_identical(expected["temp"].isel(time=[4, 1], x=2), outer)
+    xr.testing.assert_identical(
+        expected["temp"].isel(time=xr.Variable("p", [5, 0]), x=xr.Variable("p", [3, 1])), pointwise
+    )
+
+
+def test_lazy_variables_pickle_for_dask_workers(written: dict[tuple[int, bool], Path]) -> None:
+    path = written[3, False]
+    lazy = xr.open_dataset(path, engine="asyncarr", chunks={})
+    revived = pickle.loads(pickle.dumps(lazy))
+    xr.testing.assert_identical(xr.open_zarr(path, consolidated=False).compute(), revived.compute())
 
 
 def test_chunks_follow_shards_where_sharded(tmp_path: Path) -> None:
