@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import warnings
 from collections.abc import Mapping
 
 from .errors import ContainsArrayError, MetadataError
 from .metadata import node_kind
 from .stores.base import Store, validate_key
 from .stores.local import LocalStore
+from .stores.memory import MemoryStore
 
 __all__ = [
     "V2_DOCUMENTS",
@@ -20,6 +22,7 @@ __all__ = [
     "node_key",
     "normalize_path",
     "read_documents",
+    "warn_if_pickled_writes_stay_behind",
     "write_documents",
 ]
 
@@ -146,3 +149,19 @@ async def check_not_inside_local_array(store: Store) -> None:
     if kind == "array":
         where = "file://" + directory.replace(os.sep, "/")
         raise ContainsArrayError(f"{store.location}: it is inside the array at {where}; nothing is created there")
+
+
+def warn_if_pickled_writes_stay_behind(store: Store, path: str, *, read_only: bool, kind: str) -> None:
+    """Warn (UserWarning) that a writable node on a MemoryStore is being pickled: a copy unpickled in
+    another process holds its own memory, so what it writes there never comes back."""
+    if read_only or not isinstance(store, MemoryStore):
+        return
+    where = store.key_url(path) if path else store.location
+    warnings.warn(
+        f"{where}: pickling a writable {kind} on a MemoryStore. A copy unpickled in another process "
+        "(a dask or multiprocessing worker) has its own memory, so what it writes never comes back to this "
+        "process. Write to a store every process reaches (a local directory, a bucket), or open the "
+        f"{kind} read-only (mode='r') to pickle it without this warning",
+        UserWarning,
+        stacklevel=3,  # past this function and __getstate__: the line that pickled
+    )

@@ -271,6 +271,10 @@ class Array:
     def __exit__(self, *exc_info: object) -> None:
         _run(self.store.close())
 
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        """What dask names this array by: where it is and its metadata (so dask need not pickle it)."""
+        return ("asyncarr.sync.Array", *self.async_array.__dask_tokenize__())
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Array):
             return NotImplemented
@@ -435,6 +439,10 @@ class Group:
 
     def __repr__(self) -> str:
         return f"<asyncarr.sync.Group {self.name!r}>"
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        """What dask names this group by: where it is and its metadata (so dask need not pickle it)."""
+        return ("asyncarr.sync.Group", *self.async_group.__dask_tokenize__())
 
     def __enter__(self) -> Group:
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import os
 import pathlib
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -245,6 +247,88 @@ def test_async_arrays_pickle_and_reopen(tmp_path: pathlib.Path) -> None:
         return await clone.getitem(...)
 
     np.testing.assert_array_equal(asyncio.run(roundtrip()), data)
+
+
+PICKLE_WARNING = r"pickling a writable (array|group) on a MemoryStore.*has its own memory"
+
+
+def _nodes_on(store: object, *, mode: str = "a") -> dict[str, object]:
+    """A facade array, async array, facade group and async group in ``store``, opened with ``mode``
+    (the array ``x`` is created first when the mode may write)."""
+    if mode != "r":
+        za.open_group(store, mode=mode).require_array("x", shape=(4,), chunks=(2,), dtype="i4")
+    group = za.open_group(store, mode=mode)
+    array = za.open_array(store, mode=mode, path="x")
+    return {
+        "facade-array": array,
+        "async-array": array.async_array,
+        "facade-group": group,
+        "async-group": group.async_group,
+    }
+
+
+@pytest.mark.parametrize("kind", ["facade-array", "async-array", "facade-group", "async-group"])
+def test_pickling_a_writable_node_on_a_memory_store_warns_at_the_line_that_pickles(kind: str) -> None:
+    node = _nodes_on(MemoryStore())[kind]
+    with pytest.warns(UserWarning, match=PICKLE_WARNING) as caught:
+        pickle.dumps(node)
+    assert len(caught) == 1
+    assert caught[0].filename == __file__  # points at the caller's pickle.dumps, not into asyncarr
+    assert node.store.location in str(caught[0].message)
+
+
+def test_a_writable_memory_array_unpickled_in_another_process_writes_only_there(tmp_path: pathlib.Path) -> None:
+    """What the warning says, for real: a worker's writes to a MemoryStore copy never come back; a local store's do."""
+    in_memory = za.zeros((4,), chunks=(2,), dtype="i4")
+    on_disk = za.zeros((4,), chunks=(2,), dtype="i4", store=str(tmp_path / "a.zarr"))
+    with pytest.warns(UserWarning, match=PICKLE_WARNING):
+        (tmp_path / "memory.pickle").write_bytes(pickle.dumps(in_memory))
+    (tmp_path / "local.pickle").write_bytes(pickle.dumps(on_disk))
+    worker = run_script(
+        """
+        import pathlib, pickle
+        for name in ("memory.pickle", "local.pickle"):
+            array = pickle.loads(pathlib.Path(name).read_bytes())
+            array[:] = 7
+            assert list(array[:]) == [7, 7, 7, 7]
+        """,
+        tmp_path,
+    )
+    assert worker.returncode == 0, worker.stderr
+    np.testing.assert_array_equal(in_memory[:], np.zeros(4))
+    np.testing.assert_array_equal(on_disk[:], np.full(4, 7))
+
+
+def test_read_only_nodes_and_nodes_on_other_stores_pickle_silently(tmp_path: pathlib.Path) -> None:
+    memory = MemoryStore(name=f"pickle-test-{os.getpid()}")
+    _nodes_on(memory)
+    read_only_store = MemoryStore(name=memory.name, read_only=True)
+    nodes = {
+        **{f"mode r, {k}": v for k, v in _nodes_on(memory, mode="r").items()},
+        **{f"read-only store, {k}": v for k, v in _nodes_on(read_only_store, mode="r").items()},
+        **{f"local store, {k}": v for k, v in _nodes_on(str(tmp_path / "g.zarr")).items()},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, node in nodes.items():
+            clone = pickle.loads(pickle.dumps(node))
+            assert clone.store.location == node.store.location, name
+
+
+def test_copies_in_this_process_and_dask_tokens_do_not_warn() -> None:
+    dask_base = pytest.importorskip("dask.base")
+    nodes = _nodes_on(MemoryStore())
+    other = _nodes_on(MemoryStore())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for kind, node in nodes.items():
+            for clone in (copy.copy(node), copy.deepcopy(node)):
+                assert type(clone) is type(node) and clone.store.location == node.store.location
+            assert dask_base.tokenize(node) == dask_base.tokenize(node)
+            assert dask_base.tokenize(node) != dask_base.tokenize(other[kind]), kind
+    deep = copy.deepcopy(nodes["facade-array"])
+    deep[:] = 3  # a copy in this process shares the MemoryStore's data
+    np.testing.assert_array_equal(nodes["facade-array"][:], np.full(4, 3))
 
 
 # -- (h) context managers ---------------------------------------------------------------------

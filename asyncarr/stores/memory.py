@@ -3,6 +3,12 @@
 Stores created with a ``name`` share one dict per name for the life of the process, so
 ``from_url("memory://scratch")`` reaches what an earlier ``memory://scratch`` wrote even after
 that handle is gone. Anonymous stores get a unique name and live only while a handle does.
+
+Pickling copies the values. Unpickled in this process, a store finds the live dict by its name
+and the copy is dropped; in another process the copy seeds a dict of that name, and whatever is
+written there stays in that process. So arrays and groups warn when they are pickled writable
+on a MemoryStore (`asyncarr.nodes.warn_if_pickled_writes_stay_behind`); the store alone pickles
+silently, as every store does.
 """
 
 from __future__ import annotations
