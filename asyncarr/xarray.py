@@ -63,7 +63,7 @@ class AsyncarrBackendArray(BackendArray):
     def __init__(self, array: za.Array) -> None:
         self._array = array
         self.shape = tuple(array.shape)
-        self.dtype = array.dtype
+        self.dtype = _variable_length_dtype(array) or array.dtype
 
     def get_array(self) -> za.Array:
         """The asyncarr array behind this variable."""
@@ -102,6 +102,21 @@ class AsyncarrBackendArray(BackendArray):
 
     def _vindex(self, key: tuple[Any, ...]) -> np.ndarray:
         return self._array.vindex[key]
+
+
+def _variable_length_dtype(array: za.Array) -> np.dtype | None:
+    """xarray's object dtype tagged with ``str`` or ``bytes`` for variable-length strings, else None."""
+    if array.dtype != object:
+        return None
+    if array.zarr_format == 2:
+        names = [codec.codec_id for codec in array.filters or ()]
+    else:
+        names = [(_v3_codec_encoding(array.metadata.codecs)["serializer"] or {}).get("name")]
+    if "vlen-utf8" in names:
+        return coding.strings.create_vlen_dtype(str)
+    if "vlen-bytes" in names:
+        return coding.strings.create_vlen_dtype(bytes)
+    return None
 
 
 def _is_basic(key: tuple[Any, ...]) -> bool:

@@ -70,6 +70,22 @@ def make_dataset() -> xr.Dataset:
     return dataset
 
 
+def make_dataset_of_other_types() -> xr.Dataset:
+    """Variable-length strings, bytes, booleans, timedeltas, complex, small ints and float32 with a NaN."""
+    return xr.Dataset(
+        {
+            "names": ("n", np.array(["alpha", "b", "", "delta"], dtype=object)),
+            "flags": ("n", np.array([True, False, True, False])),
+            "durations": ("n", pd.to_timedelta([1, 2, 3, 4], unit="h")),
+            "raw": ("n", np.array([b"x", b"yy", b"z", b""])),
+            "small": ("n", np.array([1, 2, 3, 4], dtype="u1")),
+            "complex": ("n", np.array([1 + 2j, 0, 3, 4j])),
+            "single": ("n", np.array([0.0, np.nan, 1, 2], dtype="f4")),
+        },
+        coords={"n": [10, 20, 30, 40]},
+    )
+
+
 def write_with_xarray(dataset: xr.Dataset, path: Path, zarr_format: int, consolidated: bool, **kwargs: Any) -> Path:
     """``dataset.to_zarr`` through zarr-python, without zarr's notices about v3 extensions."""
     with warnings.catch_warnings():
@@ -157,6 +173,19 @@ def test_open_dataset_is_identical_to_open_zarr(
             zarr_chunks = za.open_array(str(path), mode="r", path=str(name)).chunks
             assert variable.chunks == expected[name].chunks
             assert all(axis[0] == size for axis, size in zip(variable.chunks, zarr_chunks, strict=True))
+
+
+@pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
+def test_other_data_types_read_and_write_as_xarray_does(tmp_path: Path, zarr_format: int) -> None:
+    reference = write_with_xarray(make_dataset_of_other_types(), tmp_path / "by-xarray.zarr", zarr_format, True)
+    expected = xr.open_zarr(reference, chunks=None)
+    actual = xr.open_dataset(reference, engine="asyncarr")
+    xr.testing.assert_identical(expected, actual)
+    assert actual["names"].dtype == object  # zarr-python gives NumPy's StringDType; the values are the same
+    ours = tmp_path / "by-asyncarr.zarr"
+    to_zarr(make_dataset_of_other_types(), ours, zarr_format=zarr_format)
+    xr.testing.assert_identical(expected, xr.open_zarr(ours, chunks=None))
+    xr.testing.assert_identical(make_dataset_of_other_types(), xr.open_dataset(ours, engine="asyncarr").compute())
 
 
 @pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
