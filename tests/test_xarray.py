@@ -370,6 +370,26 @@ def test_to_zarr_round_trips_a_dataset_identically(tmp_path: Path, zarr_format: 
     xr.testing.assert_identical(dataset, xr.open_dataset(path, engine="asyncarr").compute())
 
 
+@pytest.mark.parametrize("engine", ["asyncarr", "zarr"])
+@pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
+def test_a_dataset_read_by_either_engine_is_written_back_with_its_layout(
+    written: dict[tuple[int, bool], Path], tmp_path: Path, zarr_format: int, engine: str
+) -> None:
+    source = written[zarr_format, True]
+    opened = xr.open_dataset(source, engine=engine, chunks={})
+    copy = tmp_path / "copy.zarr"
+    to_zarr(opened, copy, zarr_format=zarr_format)
+    xr.testing.assert_identical(xr.open_zarr(source, chunks=None), xr.open_zarr(copy, chunks=None))
+    for name in ("temp", "counts", "station"):
+        original = za.open_array(str(source), mode="r", path=name)
+        written_back = za.open_array(str(copy), mode="r", path=name)
+        assert written_back.chunks == original.chunks
+        if zarr_format == 2:
+            assert written_back.compressor == original.compressor
+        else:
+            assert written_back.metadata.codecs == original.metadata.codecs
+
+
 def test_modes_replace_or_add_to_a_group_of_either_format(tmp_path: Path) -> None:
     dataset = make_dataset()[["counts"]]
     path = tmp_path / "modes.zarr"
