@@ -229,11 +229,9 @@ class AsyncarrDataStore(AbstractDataStore):
             raise FileNotFoundError(f"{where}: consolidated=True, but the group has no consolidated metadata")
         return cls(opened, use_zarr_fill_value_as_mask)
 
-    def child(self, name: str) -> AsyncarrDataStore:
-        """The data store of the child group ``name``."""
-        child = self.group[name]
-        assert isinstance(child, za.Group)
-        return type(self)(child, self._use_fill_value_as_mask)
+    def children(self) -> list[tuple[str, AsyncarrDataStore]]:
+        """``(name, data store)`` of each child group, sorted by name."""
+        return [(name, type(self)(child, self._use_fill_value_as_mask)) for name, child in self.group.groups()]
 
     def _variable(self, name: str, array: za.Array) -> xr.Variable:
         dimensions, attributes = _dimensions_and_attributes(array, name)
@@ -313,8 +311,8 @@ def _open_group_datasets(
 
     def walk(store: AsyncarrDataStore, path: str) -> None:
         datasets[path] = StoreBackendEntrypoint().open_dataset(store, **decoders)
-        for name, _ in store.group.groups():
-            walk(store.child(name), f"{path.rstrip('/')}/{name}")
+        for name, child in store.children():
+            walk(child, f"{path.rstrip('/')}/{name}")
 
     walk(root, "/")
     return datasets
@@ -324,7 +322,6 @@ class AsyncarrBackendEntrypoint(BackendEntrypoint):
     """``xr.open_dataset(url, engine="asyncarr")``: Zarr v2 and v3 read by asyncarr, lazily."""
 
     description = "Open Zarr v2/v3 stores (local, S3, GCS, Azure, HTTP) with asyncarr"
-    url = "https://github.com/asyncarr/asyncarr/blob/main/docs/xarray-dask.md"
     supports_groups = True
     open_dataset_parameters = (
         "filename_or_obj",

@@ -278,6 +278,23 @@ def test_lazy_variables_pickle_for_dask_workers(written: dict[tuple[int, bool], 
     xr.testing.assert_identical(xr.open_zarr(path, consolidated=False).compute(), revived.compute())
 
 
+def test_read_and_written_by_a_distributed_cluster_of_processes(
+    written: dict[tuple[int, bool], Path], tmp_path: Path
+) -> None:
+    from distributed import Client, LocalCluster
+
+    path = written[3, True]
+    expected = xr.open_zarr(path).compute()
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
+        Client(cluster),
+    ):
+        lazy = xr.open_dataset(path, engine="asyncarr", chunks={})
+        xr.testing.assert_identical(expected, lazy.compute())  # each worker process reopens the arrays
+        to_zarr(lazy, tmp_path / "by-workers.zarr", zarr_format=3)  # and writes its blocks
+    xr.testing.assert_identical(expected, xr.open_zarr(tmp_path / "by-workers.zarr").compute())
+
+
 def test_chunks_follow_shards_where_sharded(tmp_path: Path) -> None:
     dataset = make_dataset()[["temp", "counts"]]
     dataset["temp"].encoding.update(chunks=(1, 2), shards=(2, 4))
