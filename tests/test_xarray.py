@@ -9,6 +9,7 @@ back through ``xr.open_zarr`` as what xarray itself would have written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import pickle
 import warnings
@@ -21,9 +22,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 from dask.delayed import Delayed
-from emulators import http, s3
+from emulators import azure, gcs, http, s3
 
 import asyncarr.sync as za
+from asyncarr import config
 from asyncarr.errors import ContainsGroupError
 from asyncarr.stores import LocalStore
 from asyncarr.xarray import AsyncarrBackendEntrypoint, to_zarr
@@ -356,6 +358,39 @@ def test_s3_and_http_read_what_local_reads(written: dict[tuple[int, bool], Path]
     base = http.serve_directory(path.parent)  # HTTP cannot list: the consolidated copy is what is read
     from_http = xr.open_dataset(f"{base}/{path.name}", engine="asyncarr")
     xr.testing.assert_identical(expected, from_http)
+
+
+def cloud_place(cloud: str) -> tuple[str, dict[str, Any], Any]:
+    """A fresh bucket or container: its URL root, the storage options, and its upload function."""
+    if cloud == "gcs":
+        bucket = gcs.new_bucket()
+        return f"gs://{bucket}", gcs.store_options(), lambda path, prefix: gcs.upload_directory(path, bucket, prefix)
+    container = azure.new_container()
+    options = {"connection_string": azure.connection_string()}
+    return f"az://{container}", options, lambda path, prefix: azure.upload_directory(path, container, prefix)
+
+
+@pytest.mark.parametrize("cloud", ["gcs", "azure"])
+def test_gcs_and_azure_read_and_write_through_urls(written: dict[tuple[int, bool], Path], cloud: str) -> None:
+    path = written[2, True]
+    expected = xr.open_zarr(path, chunks=None)
+    root, options, upload = cloud_place(cloud)
+    # The GCS emulator's listen backlog is 5 (tests/emulators/gcs.py): keep fewer requests in flight.
+    limit = config.set(concurrency=gcs.EMULATOR_CONNECTIONS) if cloud == "gcs" else contextlib.nullcontext()
+    with limit:
+        check_cloud_round_trip(expected, path, root, options, upload)
+
+
+def check_cloud_round_trip(expected: xr.Dataset, path: Path, root: str, options: dict[str, Any], upload: Any) -> None:
+    """Files written by xarray, uploaded, read through the URL; a dataset written to the URL by to_zarr, read back."""
+    upload(path, "in/ds.zarr")
+    xr.testing.assert_identical(
+        expected, xr.open_dataset(f"{root}/in/ds.zarr", engine="asyncarr", storage_options=options)
+    )
+    to_zarr(make_dataset().chunk({"time": 2}), f"{root}/out.zarr", zarr_format=2, storage_options=options)
+    xr.testing.assert_identical(
+        expected, xr.open_dataset(f"{root}/out.zarr", engine="asyncarr", storage_options=options, chunks={}).compute()
+    )
 
 
 # -- writing ----------------------------------------------------------------------------------------
