@@ -190,6 +190,15 @@ def test_other_data_types_read_and_write_as_xarray_does(tmp_path: Path, zarr_for
     xr.testing.assert_identical(make_dataset_of_other_types(), xr.open_dataset(ours, engine="asyncarr").compute())
 
 
+def test_consolidated_true_needs_consolidated_metadata(written: dict[tuple[int, bool], Path]) -> None:
+    with pytest.raises(FileNotFoundError, match="no consolidated metadata"):
+        xr.open_dataset(written[3, False], engine="asyncarr", consolidated=True)
+    xr.testing.assert_identical(
+        xr.open_zarr(written[3, True], chunks=None),
+        xr.open_dataset(written[3, True], engine="asyncarr", consolidated=True),
+    )
+
+
 @pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
 def test_decoding_switches_match_open_zarr(written: dict[tuple[int, bool], Path], zarr_format: int) -> None:
     path = written[zarr_format, True]
