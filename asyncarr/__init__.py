@@ -3,56 +3,14 @@
 Every function that touches a store is a coroutine; ``asyncarr.sync`` is the blocking facade.
 """
 
-from . import config, errors, stores
-from .api import (
-    array,
-    consolidate_metadata,
-    create,
-    empty,
-    empty_like,
-    full,
-    full_like,
-    group,
-    load,
-    ones,
-    ones_like,
-    open,  # noqa: A004 - zarr's documented name
-    open_array,
-    open_group,
-    save,
-    zeros,
-    zeros_like,
-)
+# `facade` is imported for its effect: it gives AsyncArray and AsyncGroup the facade classes
+# their .sync() returns, which array.py and group.py cannot import (the facade imports them).
+from . import api, config, errors, facade, stores  # noqa: F401
+from .api import *  # noqa: F403 - the functions of asyncarr.api.PUBLIC_FUNCTIONS and the synchronizers
 from .array import AsyncArray
 from .group import AsyncGroup
-from .locks import ProcessSynchronizer, ThreadSynchronizer
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AsyncArray",
-    "AsyncGroup",
-    "ProcessSynchronizer",
-    "ThreadSynchronizer",
-    "__version__",
-    "array",
-    "config",
-    "consolidate_metadata",
-    "create",
-    "empty",
-    "empty_like",
-    "errors",
-    "full",
-    "full_like",
-    "group",
-    "load",
-    "ones",
-    "ones_like",
-    "open",
-    "open_array",
-    "open_group",
-    "save",
-    "stores",
-    "zeros",
-    "zeros_like",
-]
+__all__ = ["AsyncArray", "AsyncGroup", "__version__", "config", "errors", "stores"]
+__all__ += api.__all__

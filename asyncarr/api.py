@@ -24,7 +24,9 @@ from .nodes import check_not_inside_local_array, join_path, normalize_path, read
 from .stores.base import Store
 from .stores.url import as_store
 
-__all__ = [
+#: The public functions, listed once: `asyncarr` re-exports them and `asyncarr.sync` makes a
+#: blocking twin of each (`asyncarr.sync_functions`).
+PUBLIC_FUNCTIONS = (
     "array",
     "consolidate_metadata",
     "create",
@@ -42,7 +44,9 @@ __all__ = [
     "save",
     "zeros",
     "zeros_like",
-]
+)
+
+__all__ = [*PUBLIC_FUNCTIONS, "ProcessSynchronizer", "ThreadSynchronizer"]
 
 MODES = ("r", "r+", "a", "w", "w-", "x")
 StoreLike = Store | str | Mapping[str, bytes] | None | Any
@@ -360,5 +364,3 @@ async def consolidate_metadata(
         await write_documents(resolved, root.path, {".zmetadata": consolidated_v2_document(entries)})
     return await AsyncGroup.open(resolved, root.path)
 
-
-__all__ += ["ProcessSynchronizer", "ThreadSynchronizer"]

@@ -8,7 +8,7 @@ import math
 import re
 import types
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from .nodes import (
 )
 from .shards import partial_read_codec
 from .stores.base import Store
+
+if TYPE_CHECKING:  # type-only: the facade imports this module at run time, not the reverse
+    from .facade import Array
 
 __all__ = ["AsyncArray"]
 
@@ -223,11 +226,13 @@ class AsyncArray:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._store.close()
 
-    def sync(self) -> Any:
-        """Return the blocking facade (``asyncarr.sync.Array``) over this array."""
-        from .sync import Array
+    # The facade's class, set by `asyncarr.facade` when it is imported (asyncarr's __init__ imports
+    # it): the facade depends on this module, so this module cannot import it to find the class.
+    _facade_class: ClassVar[type[Array]]
 
-        return Array(self)
+    def sync(self) -> Array:
+        """Return the blocking facade (``asyncarr.sync.Array``) over this array."""
+        return self._facade_class(self)
 
     # -- reading ------------------------------------------------------------------------------
 

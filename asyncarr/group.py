@@ -7,7 +7,7 @@ import copy
 import types
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .array import AsyncArray
 from .creation import build_array_metadata
@@ -42,6 +42,9 @@ from .nodes import (
 )
 from .stores.base import Store
 from .tree import Tree, TreeNode
+
+if TYPE_CHECKING:  # type-only: the facade imports this module at run time, not the reverse
+    from .facade import Group
 
 __all__ = ["AsyncGroup", "ensure_parent_groups", "open_node"]
 
@@ -210,11 +213,13 @@ class AsyncGroup:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._store.close()
 
-    def sync(self) -> Any:
-        """Return the blocking facade (``asyncarr.sync.Group``) over this group."""
-        from .sync import Group
+    # The facade's class, set by `asyncarr.facade` when it is imported (asyncarr's __init__ imports
+    # it): the facade depends on this module, so this module cannot import it to find the class.
+    _facade_class: ClassVar[type[Group]]
 
-        return Group(self)
+    def sync(self) -> Group:
+        """Return the blocking facade (``asyncarr.sync.Group``) over this group."""
+        return self._facade_class(self)
 
     def _check_writable(self) -> None:
         if self._read_only:

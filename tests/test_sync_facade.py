@@ -210,6 +210,29 @@ def test_async_objects_return_facade_objects_from_sync() -> None:
     np.testing.assert_array_equal(group["a"][:], np.arange(4.0))
 
 
+def test_every_public_function_has_one_blocking_twin_with_its_parameters_and_docstring() -> None:
+    from asyncarr.api import PUBLIC_FUNCTIONS
+
+    assert set(PUBLIC_FUNCTIONS) <= set(asyncarr.__all__) and set(PUBLIC_FUNCTIONS) <= set(za.__all__)
+    for name in PUBLIC_FUNCTIONS:
+        coroutine_function, blocking = getattr(asyncarr, name), getattr(za, name)
+        assert inspect.iscoroutinefunction(coroutine_function) and not inspect.iscoroutinefunction(blocking)
+        async_parameters = inspect.signature(coroutine_function).parameters
+        assert inspect.signature(blocking).parameters == async_parameters, name
+        assert blocking.__doc__ == coroutine_function.__doc__ and blocking.__doc__, name
+        assert (blocking.__name__, blocking.__module__) == (name, "asyncarr.sync")
+        assert pickle.loads(pickle.dumps(blocking)) is blocking
+    assert "AsyncArray" not in str(inspect.signature(za.open_array).return_annotation)
+
+
+def test_blocking_functions_return_facade_objects_and_plain_values(tmp_path: pathlib.Path) -> None:
+    z = za.full((4,), 2.5, chunks=(2,), store=str(tmp_path / "a.zarr"))
+    assert isinstance(z, za.Array) and isinstance(za.open(str(tmp_path / "a.zarr")), za.Array)
+    assert isinstance(za.group(str(tmp_path / "g.zarr")), za.Group)
+    assert za.save(str(tmp_path / "s.zarr"), np.arange(3)) is None
+    np.testing.assert_array_equal(za.load(str(tmp_path / "a.zarr")), np.full(4, 2.5))
+
+
 # -- (g) pickling -----------------------------------------------------------------------------
 
 
