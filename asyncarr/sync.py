@@ -1,6 +1,8 @@
 """The blocking facade: zarr's familiar API, each call run on asyncarr's own event-loop thread.
 
-All behaviour lives in the async classes; this module only forwards. One daemon thread
+All behaviour lives in the async classes; the facade only forwards. This module is where
+users import it from: the classes live in `asyncarr.facade`, the functions (one blocking twin
+of each name in `asyncarr.api.PUBLIC_FUNCTIONS`) in `asyncarr.sync_functions`. One daemon thread
 runs one event loop for the whole process, so the facade works from plain scripts, from
 many threads at once and from inside a running event loop (a Jupyter cell, an async web
 handler). After ``os.fork`` the child starts a fresh loop thread on first use.
