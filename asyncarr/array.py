@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 import re
@@ -23,11 +22,11 @@ from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
 from .nodes import (
+    PickledByConfiguration,
     describe_missing,
     node_key,
     normalize_path,
     read_documents,
-    warn_if_pickled_writes_stay_behind,
     write_documents,
 )
 from .shards import partial_read_codec
@@ -66,8 +65,10 @@ def _finalized(indexer: Indexer, buffer: np.ndarray) -> Any:
     return out[()] if out.ndim == 0 else out
 
 
-class AsyncArray:
+class AsyncArray(PickledByConfiguration):
     """A Zarr array in a store; every method that touches the store is a coroutine."""
+
+    _node_kind = "array"
 
     def __init__(
         self,
@@ -619,26 +620,6 @@ class AsyncArray:
             "read_only": self._read_only,
             "synchronizer": self._synchronizer,
         }
-
-    def __getstate__(self) -> dict[str, Any]:
-        warn_if_pickled_writes_stay_behind(self._store, self._path, read_only=self._read_only, kind="array")
-        return self._configuration()
-
-    def __dask_tokenize__(self) -> tuple[Any, ...]:
-        """What dask names this array by: where it is and its metadata (so dask need not pickle it)."""
-        documents = sorted(self._metadata.to_documents().items())
-        return ("asyncarr.AsyncArray", self._store.location, self._path, self._read_only, documents)
-
-    # Copies stay in this process, where a MemoryStore's data is shared: they copy without the warning.
-    def __copy__(self) -> AsyncArray:
-        copied = object.__new__(type(self))
-        copied.__setstate__(self._configuration())
-        return copied
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> AsyncArray:
-        copied = object.__new__(type(self))
-        copied.__setstate__(copy.deepcopy(self._configuration(), memo))
-        return copied
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import types
 import warnings
 from collections.abc import AsyncIterator, Mapping
@@ -32,12 +31,12 @@ from .metadata import (
 )
 from .nodes import (
     METADATA_NAMES,
+    PickledByConfiguration,
     describe_missing,
     join_path,
     node_key,
     normalize_path,
     read_documents,
-    warn_if_pickled_writes_stay_behind,
     write_documents,
 )
 from .stores.base import Store
@@ -121,8 +120,10 @@ async def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> Non
         await write_documents(store, ancestor, metadata.to_documents())
 
 
-class AsyncGroup:
+class AsyncGroup(PickledByConfiguration):
     """A Zarr group in a store; every method that touches the store is a coroutine."""
+
+    _node_kind = "group"
 
     def __init__(
         self,
@@ -476,26 +477,6 @@ class AsyncGroup:
 
     def _configuration(self) -> dict[str, Any]:
         return {"store": self._store, "path": self._path, "metadata": self._metadata, "read_only": self._read_only}
-
-    def __getstate__(self) -> dict[str, Any]:
-        warn_if_pickled_writes_stay_behind(self._store, self._path, read_only=self._read_only, kind="group")
-        return self._configuration()
-
-    def __dask_tokenize__(self) -> tuple[Any, ...]:
-        """What dask names this group by: where it is and its metadata (so dask need not pickle it)."""
-        documents = sorted(self._metadata.to_documents().items())
-        return ("asyncarr.AsyncGroup", self._store.location, self._path, self._read_only, documents)
-
-    # Copies stay in this process, where a MemoryStore's data is shared: they copy without the warning.
-    def __copy__(self) -> AsyncGroup:
-        copied = object.__new__(type(self))
-        copied.__setstate__(self._configuration())
-        return copied
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> AsyncGroup:
-        copied = object.__new__(type(self))
-        copied.__setstate__(copy.deepcopy(self._configuration(), memo))
-        return copied
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["store"], state["path"], state["metadata"], read_only=state["read_only"])  # type: ignore[misc]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import stat
 import warnings
 from collections.abc import Mapping
+from typing import Any
 
 from .errors import ContainsArrayError, MetadataError
 from .metadata import node_kind
@@ -165,3 +167,41 @@ def warn_if_pickled_writes_stay_behind(store: Store, path: str, *, read_only: bo
         UserWarning,
         stacklevel=3,  # past this function and __getstate__: the line that pickled
     )
+
+
+class PickledByConfiguration:
+    """Pickling, copying and dask tokens for a node (array or group) that travels as its configuration.
+
+    Subclasses provide ``_configuration()`` (what ``__setstate__`` rebuilds the node from) and the
+    ``_store``, ``_path``, ``_metadata`` and ``_read_only`` attributes; ``_node_kind`` names the node
+    in the warning for writable nodes on a MemoryStore.
+    """
+
+    _node_kind = "node"
+    _store: Store
+    _path: str
+    _metadata: Any
+    _read_only: bool
+
+    def _configuration(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        warn_if_pickled_writes_stay_behind(self._store, self._path, read_only=self._read_only, kind=self._node_kind)
+        return self._configuration()
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        """What dask names this node by: where it is and its metadata (so dask need not pickle it)."""
+        documents = sorted(self._metadata.to_documents().items())
+        return (f"asyncarr.{type(self).__name__}", self._store.location, self._path, self._read_only, documents)
+
+    # Copies stay in this process, where a MemoryStore's data is shared: they copy without the warning.
+    def __copy__(self) -> Any:
+        copied = object.__new__(type(self))
+        copied.__setstate__(self._configuration())
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        copied = object.__new__(type(self))
+        copied.__setstate__(copy.deepcopy(self._configuration(), memo))
+        return copied
