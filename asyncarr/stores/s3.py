@@ -27,6 +27,7 @@ import re
 import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -89,7 +90,46 @@ class _Credentials:
 
 
 def _default_region() -> str | None:
+    """The region the environment names: ``AWS_DEFAULT_REGION`` (botocore's), then ``AWS_REGION`` (None: neither)."""
     return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+
+
+def _configured_endpoint(profile: str | None) -> str | None:
+    """The S3 endpoint botocore would configure itself: environment first, then the shared config file.
+
+    ``AWS_ENDPOINT_URL_S3`` (this service's variable) wins over ``AWS_ENDPOINT_URL``, and both over
+    the profile's ``services`` section and its ``endpoint_url``; ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS``
+    turns every one of them off. Resolved once, here, so object requests, listings and pickles use one.
+    """
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() in _TRUE:
+        return None
+    for variable in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if os.environ.get(variable):
+            return os.environ[variable]
+    config_file = Path(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config").expanduser()
+    try:
+        modified = config_file.stat().st_mtime_ns
+    except OSError:
+        return None  # no shared config file: nothing more to find
+    return _config_file_endpoint(str(config_file), modified, profile or os.environ.get("AWS_PROFILE"))
+
+
+@functools.lru_cache(maxsize=32)
+def _config_file_endpoint(config_file: str, modified: int, profile: str | None) -> str | None:
+    """The profile's S3 endpoint in the shared config file (its ``services`` section, else ``endpoint_url``)."""
+    import botocore.session
+    from botocore.configprovider import ConfiguredEndpointProvider
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = botocore.session.Session(profile=profile)
+        provider = ConfiguredEndpointProvider(session.full_config, session.get_scoped_config(), "s3", environ={})
+        return provider.provide()
+    except BotoCoreError:  # a missing profile: the credential lookup reports it, naming the profile
+        return None
 
 
 def _addressing(bucket: str, endpoint_url: str | None, region: str) -> tuple[str, str, str]:
@@ -162,10 +202,11 @@ class S3Store(BucketStore):
 
     ``anon=True`` sends unsigned requests (public data, no credentials needed or looked
     for); otherwise ``key``/``secret``/``token``, a ``profile``, or botocore's default chain.
-    ``endpoint_url`` reaches S3-compatible servers (path-style addressing); without it,
-    requests go to ``https://{bucket}.s3.{region}.amazonaws.com``. ``region`` defaults to
-    ``AWS_DEFAULT_REGION``/``AWS_REGION``, then the profile's, then us-east-1, and follows
-    S3 when it names the bucket's region. ``client_kwargs`` may hold ``endpoint_url``,
+    ``endpoint_url`` reaches S3-compatible servers (path-style addressing); without it, as
+    botocore does, ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then the shared config
+    file's endpoint; without any, requests go to ``https://{bucket}.s3.{region}.amazonaws.com``.
+    ``region`` defaults to ``AWS_DEFAULT_REGION``, then ``AWS_REGION``, then the profile's,
+    then us-east-1, and follows S3 when it names the bucket's region. ``client_kwargs`` may hold ``endpoint_url``,
     ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
     ``aws_session_token`` and ``verify`` (False, or a CA bundle path).
     """
@@ -207,8 +248,10 @@ class S3Store(BucketStore):
         if bool(key) != bool(secret):
             raise ValueError("S3Store: pass both key and secret (or neither, to use the profile or environment)")
         self._anon = bool(anon)
-        self._region = region
-        self._endpoint_url = endpoint_url
+        # Resolved here, once: every request (aiohttp's and aiobotocore's) goes to this endpoint and
+        # region, and a pickle carries them to workers whose environment may say something else.
+        self._region = region or _default_region()
+        self._endpoint_url = endpoint_url or _configured_endpoint(profile)
         self._credentials = _Credentials(key, secret, token)
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
@@ -221,7 +264,7 @@ class S3Store(BucketStore):
         self._clients = shared_clients(("S3", *identity), "S3", f"s3://{bucket}", _log)
         self._signer = Signer("s3")
         self._credential_source: Any = None  # botocore's (possibly refreshable) credentials, found once
-        self._bucket_region = self._region or _default_region() or "us-east-1"
+        self._bucket_region = self._region or "us-east-1"
         self._address = (self._bucket_region, _addressing(self._bucket, self._endpoint_url, self._bucket_region))
 
     @classmethod
@@ -310,6 +353,8 @@ class S3Store(BucketStore):
             "read_timeout": settings.timeout,
             # asyncarr's call_with_retries is the only retry loop: one attempt per botocore call.
             "retries": {"total_max_attempts": 1, "mode": "standard"},
+            # The endpoint was resolved once, in __init__: botocore must not find another of its own.
+            "ignore_configured_endpoint_urls": True,
         }
         if self._anon:
             options["signature_version"] = UNSIGNED
@@ -482,7 +527,7 @@ class S3Store(BucketStore):
         source = self._credential_source
         if source is None:
             source, profile_region = await self._clients.get("credentials", lambda _: self._find_credentials())
-            if not (self._region or _default_region()) and self._bucket_region == "us-east-1":
+            if not self._region and self._bucket_region == "us-east-1":
                 self._bucket_region = profile_region or "us-east-1"
             self._credential_source = source
         frozen = await source.get_frozen_credentials()  # refreshable credentials renew themselves here
