@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -364,3 +367,69 @@ async def consolidate_metadata(
         await write_documents(resolved, root.path, {".zmetadata": consolidated_v2_document(entries)})
     return await AsyncGroup.open(resolved, root.path)
 
+
+# -- keyword mistakes name the function the user called -----------------------------------------
+
+_FORWARDS_KEYWORDS_TO: dict[str, Any] = {
+    "open_array": build_array_metadata,
+    "open": "open_array",
+    "create": "open_array",
+    "zeros": "create",
+    "ones": "create",
+    "full": "create",
+    "empty": "create",
+    "array": "create",
+    "empty_like": "create",
+    "zeros_like": "create",
+    "ones_like": "create",
+    "full_like": "create",
+}
+"""Where each public function's ``**kwargs`` go; a function not named here takes only its own keywords.
+
+``save`` is missing on purpose: its ``**named`` keywords are the names of the arrays it saves."""
+_ANY_KEYWORD = frozenset({"save"})
+_accepted_cache: dict[str, frozenset[str]] = {}
+
+
+def accepted_keywords(name: str) -> frozenset[str] | None:
+    """The keyword names public function ``name`` accepts, following its ``**kwargs``; None: any name."""
+    if name in _ANY_KEYWORD:
+        return None
+    if name not in _accepted_cache:
+        function = globals()[name]
+        parameters = inspect.signature(function).parameters.values()
+        names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        target = _FORWARDS_KEYWORDS_TO.get(name)
+        if isinstance(target, str):
+            names |= accepted_keywords(target) or set()
+        elif target is not None:
+            names |= {p.name for p in inspect.signature(target).parameters.values() if p.kind is p.KEYWORD_ONLY}
+        _accepted_cache[name] = frozenset(names)
+    return _accepted_cache[name]
+
+
+def check_keywords(called_as: str, name: str, keywords: Mapping[str, Any]) -> None:
+    """Raise TypeError naming ``called_as`` (and the closest accepted name) for a keyword ``name`` does not take."""
+    accepted = accepted_keywords(name)
+    if accepted is None:
+        return
+    for keyword in keywords:
+        if keyword not in accepted:
+            close = difflib.get_close_matches(keyword, sorted(accepted), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{called_as}() got an unexpected keyword argument {keyword!r}{hint}")
+
+
+def _reporting_keyword_mistakes(function: Any) -> Any:
+    """``function`` checking its keywords first, so a typo names ``asyncarr.<name>()``, not an internal function."""
+    name = function.__name__
+
+    @functools.wraps(function)
+    async def checked(*args: Any, **kwargs: Any) -> Any:
+        check_keywords(f"asyncarr.{name}", name, kwargs)
+        return await function(*args, **kwargs)
+
+    return checked
+
+
+globals().update({_name: _reporting_keyword_mistakes(globals()[_name]) for _name in PUBLIC_FUNCTIONS})

@@ -33,6 +33,7 @@ def blocking_twin(name: str) -> Callable[..., Any]:
     coroutine_function = getattr(api, name)
 
     def run_blocking(*args: Any, **kwargs: Any) -> Any:
+        api.check_keywords(f"asyncarr.sync.{name}", name, kwargs)  # a typo names what the user called
         result = _run(coroutine_function(*args, **kwargs))
         return facade_of(result) if isinstance(result, AsyncArray | AsyncGroup) else result
 
