@@ -4,16 +4,23 @@ Read a value with ``asyncarr.config.get("concurrency")`` or ``asyncarr.config.cu
 change values with ``asyncarr.config.set(...)``, which applies at once and, used as a
 context manager, restores the previous values on exit. ``ASYNCARR_<NAME>`` environment
 variables set the defaults when asyncarr is imported.
+
+zarr-python 3's dotted keys work where they mean the same thing (``ZARR_KEYS``):
+``set({"async.concurrency": 16})``, ``set(async__concurrency=16)`` (donfig's spelling),
+nested dicts (``set({"async": {"concurrency": 16}})``) and ``get("async.concurrency")``.
+Keys in ``IGNORED_ZARR_KEYS`` are accepted and change nothing; any other zarr key raises
+``TypeError`` naming it and saying why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import threading
 from typing import Any
 
-__all__ = ["Settings", "current", "get", "set"]
+__all__ = ["IGNORED_ZARR_KEYS", "ZARR_KEYS", "Settings", "current", "get", "set"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +52,11 @@ class Settings:
     variable_chunk_max_bytes: int = 256 * 1024 * 1024
     """Most bytes a chunk may decompress to when its shape does not fix its size (variable-length
     strings and bytes, shards inside a compressor); a chunk that would inflate further is refused."""
+    default_compressor: dict[str, Any] | None = dataclasses.field(
+        default_factory=lambda: {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}
+    )
+    """The numcodecs config (``codec.get_config()``) that ``compressor="default"`` means; None: no
+    compression. ``asyncarr.sync.storage.default_compressor = Zlib()`` (zarr 2's spelling) sets it."""
 
 
 _VALIDATORS = {
@@ -60,6 +72,32 @@ _VALIDATORS = {
     "max_probed_chunks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "trusted_codecs": lambda v: isinstance(v, (tuple, list, frozenset)) and all(isinstance(i, str) for i in v),
     "variable_chunk_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "default_compressor": lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("id"), str)),
+}
+
+#: zarr-python 3's config keys that mean what an asyncarr setting means, and that setting.
+ZARR_KEYS: dict[str, str] = {
+    "async.concurrency": "concurrency",
+    "threading.max_workers": "codec_threads",
+    "array.write_empty_chunks": "write_empty_chunks",
+    "default_zarr_format": "default_zarr_format",
+}
+
+#: zarr-python 3's config keys accepted and ignored, each with the reason nothing changes.
+IGNORED_ZARR_KEYS: dict[str, str] = {
+    "json_indent": "only the layout of metadata documents; their content is the same either way",
+    "codec_pipeline.batch_size": "asyncarr batches chunks for its codec threads by bytes (codec_batch_bytes)",
+}
+
+#: zarr-python 3's config keys with no asyncarr meaning, each with why (named in the error).
+_UNSUPPORTED_ZARR_KEYS: dict[str, str] = {
+    "async.timeout": "zarr bounds a whole blocking call; asyncarr's 'timeout' bounds one store request attempt",
+    "array.order": "asyncarr has no process-wide default order; pass order='F' when creating an array",
+    "array.target_shard_size_bytes": "pass shards= explicitly when creating an array",
+    "codec_pipeline.path": "asyncarr's codec pipeline is not pluggable",
+    "buffer": "asyncarr's buffers are NumPy arrays and bytes, not pluggable classes",
+    "ndbuffer": "asyncarr's buffers are NumPy arrays and bytes, not pluggable classes",
+    "codecs": "codec implementations come from asyncarr's registry and the numcodecs allowlist (trusted_codecs)",
 }
 
 
@@ -71,6 +109,8 @@ def _parse_env(name: str, raw: str) -> Any:
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if "float" in str(field_type):
         return float(raw)
+    if "dict" in str(field_type):
+        return json.loads(raw)
     if "tuple" in str(field_type):
         return tuple(part.strip() for part in raw.split(",") if part.strip())
     return int(raw)
@@ -91,6 +131,8 @@ def _from_environment() -> Settings:
 
 
 def _validated(base: Settings, changes: dict[str, Any]) -> Settings:
+    if callable(getattr(changes.get("default_compressor"), "get_config", None)):
+        changes = {**changes, "default_compressor": changes["default_compressor"].get_config()}
     for name, value in changes.items():
         if name not in _VALIDATORS:
             known = ", ".join(sorted(_VALIDATORS))
@@ -99,6 +141,8 @@ def _validated(base: Settings, changes: dict[str, Any]) -> Settings:
             raise ValueError(f"invalid value for asyncarr setting {name!r}: {value!r}")
     if "trusted_codecs" in changes:
         changes = {**changes, "trusted_codecs": tuple(changes["trusted_codecs"])}
+    if changes.get("default_compressor") is not None:  # a copy: settings are a snapshot
+        changes = {**changes, "default_compressor": dict(changes["default_compressor"])}
     return dataclasses.replace(base, **changes)
 
 
@@ -111,9 +155,44 @@ def current() -> Settings:
     return _settings
 
 
+def _flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"async": {"concurrency": 16}}`` as ``{"async.concurrency": 16}`` (asyncarr names stay as given)."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise TypeError(f"config keys must be strings, got {key!r}")
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in _VALIDATORS and not name.startswith("codecs"):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _setting_name(key: str) -> str | None:
+    """The asyncarr setting a key names (its own name or a zarr dotted key); None for an ignored zarr key."""
+    if key in _VALIDATORS:
+        return key
+    if key in ZARR_KEYS:
+        return ZARR_KEYS[key]
+    if key in IGNORED_ZARR_KEYS:
+        return None
+    unsupported = _UNSUPPORTED_ZARR_KEYS.get(key) or _UNSUPPORTED_ZARR_KEYS.get(key.split(".", 1)[0])
+    if unsupported is not None:
+        raise TypeError(f"zarr config key {key!r} has no asyncarr equivalent: {unsupported}")
+    if "." in key:
+        zarr_keys = ", ".join(sorted(ZARR_KEYS))
+        raise TypeError(f"unknown config key {key!r}; zarr keys asyncarr understands: {zarr_keys}")
+    known = ", ".join(sorted(_VALIDATORS))
+    raise TypeError(f"unknown asyncarr setting {key!r}; known settings: {known}")
+
+
 def get(name: str) -> Any:
-    """Return the value of one setting."""
-    return getattr(_settings, name)
+    """Return the value of one setting, by asyncarr name or zarr dotted key (``"async.concurrency"``)."""
+    setting = _setting_name(name)
+    if setting is None:
+        raise KeyError(f"zarr config key {name!r} is accepted but ignored by asyncarr: {IGNORED_ZARR_KEYS[name]}")
+    return getattr(_settings, setting)
 
 
 class _Restore:
@@ -131,9 +210,17 @@ class _Restore:
             _settings = self._previous
 
 
-def set(**changes: Any) -> _Restore:  # noqa: A001 - mirrors the documented `config.set`
-    """Change settings now; use as a context manager to restore them afterwards."""
+def set(arg: dict[str, Any] | None = None, /, **changes: Any) -> _Restore:  # noqa: A001 - mirrors `config.set`
+    """Change settings now (keywords, or a dict with zarr's dotted keys); a context manager restores them."""
     global _settings
+    given = dict(arg) if arg is not None else {}
+    given.update({key.replace("__", "."): value for key, value in changes.items()})
+    given = _flatten(given)
+    changes = {}
+    for key, value in given.items():
+        setting = _setting_name(key)
+        if setting is not None:
+            changes[setting] = value
     with _lock:
         previous = _settings
         _settings = _validated(_settings, changes)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from numcodecs import blosc
 
-from . import sync_functions
-from .facade import Array, Attributes, Group, OIndex, VIndex
-from .locks import ProcessSynchronizer, ThreadSynchronizer
-from .sync_functions import *  # noqa: F403 - one blocking twin of each name in asyncarr.api.PUBLIC_FUNCTIONS
-from .sync_loop import _loop_thread as _loop_thread  # tests reach the loop thread as asyncarr.sync._loop_thread
-from .sync_loop import _run as _run
+from .. import config, sync_functions
+from ..facade import Array, Attributes, Group, OIndex, VIndex
+from ..locks import ProcessSynchronizer, ThreadSynchronizer
+from ..sync_functions import *  # noqa: F403 - one blocking twin of each name in asyncarr.api.PUBLIC_FUNCTIONS
+from ..sync_loop import _loop_thread as _loop_thread  # tests reach the loop thread as asyncarr.sync._loop_thread
+from ..sync_loop import _run as _run
+from . import codecs, storage
 
 __all__ = [
     "Array",
@@ -32,5 +33,8 @@ __all__ = [
     "ThreadSynchronizer",
     "VIndex",
     "blosc",
+    "codecs",
+    "config",
+    "storage",
 ]
 __all__ += sync_functions.__all__
