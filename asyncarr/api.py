@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .array import AsyncArray
-from .creation import build_array_metadata
+from .creation import build_array_metadata, zarr3_creation_arguments
 from .errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -22,10 +22,17 @@ from .errors import (
 )
 from .group import AsyncGroup, ensure_parent_groups, open_node
 from .locks import ProcessSynchronizer, ThreadSynchronizer
-from .metadata import GroupMetadataV3, consolidated_v2_document, consolidated_v3_metadata
+from .metadata import (
+    DEFAULT_FILL_VALUE,
+    GroupMetadataV3,
+    consolidated_v2_document,
+    consolidated_v3_metadata,
+    parse_node,
+)
 from .nodes import check_not_inside_local_array, join_path, normalize_path, read_documents, write_documents
 from .stores.base import Store
 from .stores.url import as_store
+from .tree import Tree, TreeNode
 
 #: The public functions, listed once: `asyncarr` re-exports them and `asyncarr.sync` makes a
 #: blocking twin of each (`asyncarr.sync_functions`).
@@ -33,8 +40,12 @@ PUBLIC_FUNCTIONS = (
     "array",
     "consolidate_metadata",
     "create",
+    "create_array",
+    "create_group",
+    "create_hierarchy",
     "empty",
     "empty_like",
+    "from_array",
     "full",
     "full_like",
     "group",
@@ -43,8 +54,10 @@ PUBLIC_FUNCTIONS = (
     "ones_like",
     "open",
     "open_array",
+    "open_consolidated",
     "open_group",
     "save",
+    "tree",
     "zeros",
     "zeros_like",
 )
@@ -366,6 +379,295 @@ async def consolidate_metadata(
         add_documents("", root.metadata.to_documents())
         await write_documents(resolved, root.path, {".zmetadata": consolidated_v2_document(entries)})
     return await AsyncGroup.open(resolved, root.path)
+
+
+# -- zarr-python 3's top-level functions --------------------------------------------------------
+
+
+def _array_source(data: Any) -> AsyncArray | np.ndarray:
+    """``data`` as an AsyncArray (for either API's arrays) or an ndarray."""
+    source = getattr(data, "async_array", data)
+    return source if isinstance(source, AsyncArray) else np.asanyarray(data)
+
+
+async def create_array(
+    store: StoreLike,
+    *,
+    name: str | None = None,
+    shape: Any = None,
+    dtype: Any = None,
+    data: Any = None,
+    chunks: Any = "auto",
+    shards: Any = None,
+    filters: Any = "auto",
+    compressors: Any = "auto",
+    serializer: Any = "auto",
+    fill_value: Any = DEFAULT_FILL_VALUE,
+    order: str | None = None,
+    zarr_format: int | None = 3,
+    attributes: Mapping[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_names: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    config: Mapping[str, Any] | None = None,
+    write_data: bool = True,
+) -> AsyncArray:
+    """Create an array with zarr-python 3's arguments and defaults (``compressors="auto"``: zstd level 0)."""
+    source = None
+    if data is not None:
+        if shape is not None or dtype is not None:
+            raise ValueError("create_array takes data= or shape= and dtype=, not both: data gives the shape and dtype")
+        source = _array_source(data)
+        shape, dtype = source.shape, source.dtype
+    if shape is None:
+        raise ValueError("create_array needs shape= (or data=)")
+    order = order if order is not None else dict(config or {}).get("order")
+    arguments = zarr3_creation_arguments(
+        dtype="f8" if dtype is None else dtype,
+        chunks=chunks,
+        shards=shards,
+        filters=filters,
+        compressors=compressors,
+        serializer=serializer,
+        zarr_format=zarr_format,
+        chunk_key_encoding=chunk_key_encoding,
+    )
+    # v3: zarr-python 3 takes order as the layout of arrays in memory, never a transpose codec in the metadata.
+    stored_order = order if _default_format(zarr_format) == 2 else None
+    created = await open_array(
+        store,
+        "w" if overwrite else "w-",
+        path=name,
+        shape=shape,
+        dtype=dtype,
+        fill_value=fill_value,
+        order=stored_order,
+        zarr_format=zarr_format,
+        attributes=attributes,
+        dimension_names=dimension_names,
+        storage_options=storage_options,
+        **arguments,
+    )
+    if source is not None and write_data:
+        await created.setitem(Ellipsis, source)
+    return created
+
+
+def _split_v3_chain(codecs: tuple[dict[str, Any], ...]) -> tuple[list[dict], dict, list[dict]]:
+    """A v3 chain as (filters, serializer, compressors): before, at and after its array->bytes codec."""
+    position = next(i for i, codec in enumerate(codecs) if codec["name"] in _SERIALIZERS)
+    return list(codecs[:position]), codecs[position], list(codecs[position + 1 :])
+
+
+_SERIALIZERS = frozenset({"bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed"})
+_KEEP = "keep"
+
+
+def _kept(value: Any) -> bool:
+    return isinstance(value, str) and value == _KEEP
+
+
+async def from_array(
+    store: StoreLike,
+    *,
+    data: Any,
+    write_data: bool = True,
+    name: str | None = None,
+    chunks: Any = "keep",
+    shards: Any = "keep",
+    filters: Any = "keep",
+    compressors: Any = "keep",
+    serializer: Any = "keep",
+    fill_value: Any = DEFAULT_FILL_VALUE,
+    order: str | None = None,
+    zarr_format: int | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_names: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    config: Mapping[str, Any] | None = None,
+) -> AsyncArray:
+    """A new array holding ``data``; ``"keep"`` takes chunks, shards and codecs from an array source (else "auto")."""
+    source = _array_source(data)
+    settings: dict[str, Any] = {
+        "chunks": chunks,
+        "shards": shards,
+        "filters": filters,
+        "compressors": compressors,
+        "serializer": serializer,
+    }
+    if isinstance(source, AsyncArray):
+        metadata = source.metadata
+        zarr_format = source.zarr_format if zarr_format is None else zarr_format
+        order = source.order if order is None else order  # as zarr-python: not the fill value, not the attributes
+        if source.zarr_format == zarr_format == 3:
+            dimension_names = metadata.dimension_names if dimension_names is None else dimension_names
+            chunk_key_encoding = metadata.chunk_key_encoding if chunk_key_encoding is None else chunk_key_encoding
+        inner = metadata.codecs
+        if source.zarr_format == 3 and inner[0]["name"] == "sharding_indexed":
+            inner = tuple(inner[0]["configuration"]["codecs"])
+        if source.zarr_format == 3:
+            kept_filters, kept_serializer, kept_compressors = _split_v3_chain(inner)
+        else:
+            kept_filters, kept_serializer = list(source.filters or ()), "auto"
+            kept_compressors = [source.compressor] if source.compressor is not None else []
+        kept = {
+            "chunks": source.chunks,
+            "shards": source.shards,
+            "filters": kept_filters,
+            "compressors": kept_compressors,
+            "serializer": kept_serializer if zarr_format == 3 else "auto",
+        }
+        settings = {key: kept[key] if _kept(value) else value for key, value in settings.items()}
+    else:
+        auto = {"chunks": "auto", "shards": None, "filters": "auto", "compressors": "auto", "serializer": "auto"}
+        settings = {key: auto[key] if _kept(value) else value for key, value in settings.items()}
+        zarr_format = 3 if zarr_format is None else zarr_format
+    created = await create_array(
+        store,
+        name=name,
+        shape=source.shape,
+        dtype=source.dtype,
+        fill_value=fill_value,
+        order=order,
+        zarr_format=zarr_format,
+        attributes=attributes,
+        chunk_key_encoding=chunk_key_encoding,
+        dimension_names=dimension_names,
+        storage_options=storage_options,
+        overwrite=overwrite,
+        config=config,
+        **settings,
+    )
+    if write_data:
+        await created.setitem(Ellipsis, source)
+    return created
+
+
+async def create_group(
+    store: StoreLike,
+    *,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    overwrite: bool = False,
+    attributes: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> AsyncGroup:
+    """Create a group (ContainsGroupError/ContainsArrayError if a node is there, unless ``overwrite``)."""
+    return await open_group(
+        store,
+        "w" if overwrite else "w-",
+        path=path,
+        zarr_format=zarr_format,
+        attributes=attributes,
+        storage_options=storage_options,
+    )
+
+
+async def open_consolidated(
+    store: StoreLike,
+    *,
+    path: str | None = None,
+    mode: str = "a",
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> AsyncGroup:
+    """Open a group through its consolidated metadata; ValueError if it has none."""
+    opened = await open_group(
+        store, "r+" if mode == "a" else mode, path=path, zarr_format=zarr_format, storage_options=storage_options
+    )
+    if opened._consolidated is None:
+        where = opened.store.key_url(opened.path) or opened.store.location
+        raise ValueError(
+            f"{where}: the group has no consolidated metadata; write it with consolidate_metadata(), "
+            "or open the group with open_group()"
+        )
+    return opened
+
+
+async def tree(grp: Any, expand: bool | None = None, level: int | None = None) -> Tree:
+    """The hierarchy below group ``grp``, ``level`` levels deep (all of it by default); ``expand`` is accepted."""
+    drawn = await getattr(grp, "async_group", grp).tree()
+    if level is None:
+        return drawn
+    if level < 0:
+        raise ValueError(f"level must be 0 or more, got {level}")
+
+    def cut(node: TreeNode, depth: int) -> TreeNode:
+        return TreeNode(node.label, () if depth >= level else tuple(cut(child, depth + 1) for child in node.children))
+
+    return Tree(cut(drawn.root, 0))
+
+
+def _node_document(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A hierarchy node as a plain dict: zarr-python's metadata objects through their ``to_dict()``."""
+    to_dict = getattr(spec, "to_dict", None)
+    spec = to_dict() if callable(to_dict) else spec
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"a create_hierarchy node is a dict or zarr metadata object, got {type(spec).__name__}")
+    return json.loads(json.dumps(dict(spec), default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _node_documents(spec: dict[str, Any]) -> dict[str, bytes] | None:
+    """The documents of a complete metadata dict (zarr's ``to_dict()`` form); None for a short description."""
+    kind, zarr_format = spec.get("node_type"), spec.get("zarr_format")
+    if zarr_format == 3 and (kind == "group" or "data_type" in spec):
+        return {"zarr.json": json.dumps(spec).encode()}
+    if zarr_format == 2 and (kind == "group" or {"dtype", "chunks", "compressor"} <= spec.keys()):
+        attributes = spec.get("attributes") or {}
+        body = {k: v for k, v in spec.items() if k not in ("attributes", "node_type")}
+        name = ".zarray" if kind != "group" else ".zgroup"
+        documents = {name: json.dumps(body if kind != "group" else {"zarr_format": 2}).encode()}
+        if attributes:
+            documents[".zattrs"] = json.dumps(attributes).encode()
+        return documents
+    return None
+
+
+async def create_hierarchy(
+    *,
+    store: StoreLike,
+    nodes: Mapping[str, Any],
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[tuple[str, AsyncArray | AsyncGroup]]:
+    """Create the nodes ``nodes`` describes (path -> zarr metadata or ``{"node_type": ..., ...}``), parents first."""
+    resolved, root = _resolve(store, "a", storage_options)
+    specs = {normalize_path(path): _node_document(spec) for path, spec in nodes.items()}
+    for path, spec in specs.items():
+        if spec.get("node_type") not in ("array", "group"):
+            raise ValueError(f"create_hierarchy: node {path!r} needs node_type 'array' or 'group', got {spec!r}")
+    formats = {spec.get("zarr_format") for spec in specs.values()} - {None}
+    if len(formats) > 1:
+        raise ValueError(f"create_hierarchy: every node must have one zarr_format, got {sorted(formats)}")
+    zarr_format = _default_format(formats.pop() if formats else None)
+    created: list[tuple[str, AsyncArray | AsyncGroup]] = []
+    for path in sorted(specs, key=lambda p: (p.count("/") + bool(p), p)):  # parents before children
+        spec, where = specs[path], join_path(root, path)
+        documents = _node_documents(spec)
+        if documents is not None:
+            parse_node(documents, where)  # refuse invalid metadata before writing anything
+            await check_not_inside_local_array(resolved)
+            await _clear_for_create(resolved, where, "w" if overwrite else "w-", zarr_format, spec["node_type"])
+            await ensure_parent_groups(resolved, where, zarr_format)
+            await write_documents(resolved, where, documents)
+            created.append((path, await open_node(resolved, where)))
+            continue
+        options = {k: v for k, v in spec.items() if k != "node_type"}
+        options.setdefault("zarr_format", zarr_format)
+        if spec["node_type"] == "group":
+            created.append((path, await create_group(resolved, path=where, overwrite=overwrite, **options)))
+        else:
+            created.append((path, await create_array(resolved, name=where, overwrite=overwrite, **options)))
+    return created
 
 
 # -- keyword mistakes name the function the user called -----------------------------------------

@@ -89,3 +89,73 @@ def build_array_metadata(
         attributes=dict(attributes or {}),
         shards=shards,
     )
+
+
+# -- zarr-python 3's creation arguments ---------------------------------------------------------
+
+AUTO = "auto"
+ZSTD_V3 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
+"""zarr-python 3's default compressor for new v3 arrays (``compressors="auto"``)."""
+ZSTD_V2 = {"id": "zstd", "level": 0}
+"""zarr-python 3's default compressor for new v2 arrays."""
+
+
+def _codec_items(value: Any) -> list[Any]:
+    """One codec or a sequence of them as a list; zarr-python's codec objects become their JSON."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, Mapping | str) or not isinstance(value, Sequence) else list(value)
+    return [_plain_codec(item) for item in items]
+
+
+def _plain_codec(codec: Any) -> Any:
+    """zarr-python 3's codec objects (``zarr.codecs.ZstdCodec(...)``) as their v3 JSON; anything else as given."""
+    to_dict = getattr(codec, "to_dict", None)
+    if callable(to_dict) and type(codec).__module__.startswith("zarr."):
+        return to_dict()
+    return codec
+
+
+def zarr3_creation_arguments(
+    *,
+    dtype: Any,
+    chunks: Any = AUTO,
+    shards: Any = None,
+    filters: Any = AUTO,
+    compressors: Any = AUTO,
+    serializer: Any = AUTO,
+    zarr_format: int | None = 3,
+    chunk_key_encoding: Any = None,
+) -> dict[str, Any]:
+    """``build_array_metadata`` arguments for zarr-python 3's ``compressors=``/``serializer=``/``filters=``.
+
+    ``"auto"`` means what zarr-python 3 writes: v3 ``bytes`` (``vlen-utf8`` for strings) then
+    ``zstd`` level 0, no filters; v2 a ``zstd`` level 0 compressor. None or ``()`` means none.
+    """
+    zarr_format = config.get("default_zarr_format") if zarr_format is None else zarr_format
+    arguments: dict[str, Any] = {"chunks": True if isinstance(chunks, str) and chunks == AUTO else chunks}
+    if isinstance(shards, Mapping):  # zarr's {"shape": ..., "index_location": ...}: only the shape is used
+        shards = shards.get("shape")
+    arguments["shards"] = shards
+    if isinstance(chunk_key_encoding, Mapping) and zarr_format == 2:
+        arguments["dimension_separator"] = chunk_key_encoding.get("separator", ".")
+    elif chunk_key_encoding is not None:
+        arguments["chunk_key_encoding"] = chunk_key_encoding
+    auto = {
+        name: isinstance(value, str) and value == AUTO
+        for name, value in (("filters", filters), ("compressors", compressors), ("serializer", serializer))
+    }
+    if zarr_format == 2:
+        if not auto["serializer"]:
+            raise ValueError("serializer= needs zarr_format=3: Zarr v2 arrays have no array->bytes codec to choose")
+        compressor_list = [ZSTD_V2] if auto["compressors"] else _codec_items(compressors)
+        if len(compressor_list) > 1:
+            raise ValueError(f"zarr_format=2 arrays take at most one compressor, got {len(compressor_list)}")
+        arguments["compressor"] = compressor_list[0] if compressor_list else None
+        arguments["filters"] = None if auto["filters"] else (_codec_items(filters) or None)
+        return arguments
+    chain = [] if auto["filters"] else _codec_items(filters)
+    chain.append(registry.serializer_json(normalize_dtype(dtype)) if auto["serializer"] else _plain_codec(serializer))
+    chain += [ZSTD_V3] if auto["compressors"] else _codec_items(compressors)
+    arguments["codecs"] = chain
+    return arguments

@@ -2,7 +2,8 @@
 
 Every name in `asyncarr.api.PUBLIC_FUNCTIONS` gets a blocking twin here with the same parameters
 and docstring: it runs the coroutine on the facade's loop thread and returns an array or group
-as `asyncarr.sync.Array` / `asyncarr.sync.Group` (anything else, as it is). Import them from
+as `asyncarr.sync.Array` / `asyncarr.sync.Group`, also in ``create_hierarchy``'s ``(path, node)``
+pairs (anything else, as it is). Import them from
 `asyncarr.sync`, which re-exports every one.
 """
 
@@ -28,14 +29,22 @@ def _facade_annotation(annotation: Any) -> Any:
     return annotation.replace("AsyncArray", "Array").replace("AsyncGroup", "Group")
 
 
+def _as_facade(result: Any) -> Any:
+    """Arrays and groups as facade objects, also inside a list of ``(path, node)`` pairs (``create_hierarchy``)."""
+    if isinstance(result, AsyncArray | AsyncGroup):
+        return facade_of(result)
+    if isinstance(result, list) and all(isinstance(item, tuple) and len(item) == 2 for item in result):
+        return [(path, _as_facade(node)) for path, node in result]
+    return result
+
+
 def blocking_twin(name: str) -> Callable[..., Any]:
     """The blocking twin of ``asyncarr.api.<name>``: same parameters and docstring, facade objects returned."""
     coroutine_function = getattr(api, name)
 
     def run_blocking(*args: Any, **kwargs: Any) -> Any:
         api.check_keywords(f"asyncarr.sync.{name}", name, kwargs)  # a typo names what the user called
-        result = _run(coroutine_function(*args, **kwargs))
-        return facade_of(result) if isinstance(result, AsyncArray | AsyncGroup) else result
+        return _as_facade(_run(coroutine_function(*args, **kwargs)))
 
     signature = inspect.signature(coroutine_function)
     run_blocking.__name__ = run_blocking.__qualname__ = name

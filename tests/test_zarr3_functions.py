@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+import zarr
+import zarr.codecs
+import zarr.storage
+from zarr.core.group import GroupMetadata
 
 import asyncarr
 import asyncarr.sync as za
 from asyncarr.api import PUBLIC_FUNCTIONS, accepted_keywords
+from asyncarr.errors import ContainsArrayError, ContainsGroupError
 
 # -- a keyword mistake names the function the user called -------------------------------------
 
@@ -71,3 +80,226 @@ def test_the_checked_functions_keep_their_signatures_and_stay_coroutine_function
         function = getattr(asyncarr, name)
         assert inspect.iscoroutinefunction(function), name
         assert inspect.signature(function) == inspect.signature(function.__wrapped__), name
+
+
+# -- comparisons with zarr-python 3 --------------------------------------------------------------
+
+METADATA_FILES = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+
+
+def _without_empty_configurations(value: Any) -> Any:
+    """JSON with ``"configuration": {}`` dropped: the v3 spec makes an empty configuration optional."""
+    if isinstance(value, dict):
+        return {k: _without_empty_configurations(v) for k, v in value.items() if not (k == "configuration" and v == {})}
+    if isinstance(value, list):
+        return [_without_empty_configurations(v) for v in value]
+    return value
+
+
+def metadata_documents(root: Path) -> dict[str, Any]:
+    """Every metadata document below ``root``, parsed; an empty ``.zattrs`` counts as none."""
+    documents = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.name in METADATA_FILES:
+            document = json.loads(path.read_text())
+            if path.name == ".zattrs" and document == {}:
+                continue
+            documents[path.relative_to(root).as_posix()] = _without_empty_configurations(document)
+    return documents
+
+
+def info_fields(info: Any) -> dict[str, str]:
+    """The ``name : value`` lines of an info table, for the names zarr and asyncarr both print alike."""
+    fields = {}
+    for line in str(info).splitlines():
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    return {
+        name: fields.get(name) for name in ("Zarr format", "Shape", "Chunk shape", "Shard shape", "Order", "No. bytes")
+    }
+
+
+CREATE_ARRAY_CASES = {
+    "defaults": {"shape": (1000, 500), "dtype": "i4"},
+    "strings": {"shape": (100,), "dtype": str},
+    "v2 defaults": {"shape": (100, 50), "dtype": "i4", "zarr_format": 2},
+    "shards, no codecs": {
+        "shape": (100, 50),
+        "dtype": "f8",
+        "chunks": (10, 10),
+        "shards": (50, 50),
+        "compressors": None,
+        "filters": None,
+    },
+    "blosc, attributes, names": {
+        "shape": (10, 10),
+        "dtype": "u1",
+        "chunks": (5, 5),
+        "compressors": [zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle")],
+        "attributes": {"a": 1},
+        "dimension_names": ["y", "x"],
+    },
+    "every codec slot": {
+        "shape": (10, 10),
+        "dtype": "f4",
+        "chunks": (5, 5),
+        "compressors": zarr.codecs.GzipCodec(level=4),
+        "serializer": zarr.codecs.BytesCodec(endian="big"),
+        "filters": [zarr.codecs.TransposeCodec(order=(1, 0))],
+    },
+    "NaN, v2 keys": {
+        "shape": (10,),
+        "dtype": "f8",
+        "fill_value": float("nan"),
+        "chunk_key_encoding": {"name": "v2", "separator": "."},
+    },
+    "v2, F order, no compressor": {
+        "shape": (10, 10),
+        "dtype": "i2",
+        "zarr_format": 2,
+        "chunks": (5, 5),
+        "order": "F",
+        "compressors": None,
+        "chunk_key_encoding": {"name": "v2", "separator": "/"},
+    },
+    "v3, F order in memory only": {"shape": (10, 10), "dtype": "i2", "order": "F"},
+}
+
+
+def sample(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Values of ``dtype`` to write, different in every cell."""
+    values = np.arange(int(np.prod(shape))).reshape(shape)
+    return values.astype(str) if dtype is str else values.astype(dtype)
+
+
+@pytest.mark.parametrize("case", list(CREATE_ARRAY_CASES))
+def test_create_array_writes_what_zarr_python_writes(tmp_path: Path, case: str) -> None:
+    arguments = CREATE_ARRAY_CASES[case]
+    theirs = zarr.create_array(str(tmp_path / "zarr"), **arguments)
+    ours = za.create_array(str(tmp_path / "asyncarr"), **arguments)
+    assert isinstance(ours, za.Array)
+    assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
+    values = sample(arguments["shape"], arguments["dtype"])
+    theirs[...] = values
+    ours[...] = values
+    np.testing.assert_array_equal(ours[...], theirs[...])
+    # Each reads what the other wrote.
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "zarr"), mode="r")[...], values)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "asyncarr"), mode="r")[...], values)
+    assert info_fields(ours.info) == info_fields(theirs.info)
+
+
+def test_create_array_on_the_async_api_and_with_data(tmp_path: Path) -> None:
+    data = np.arange(12, dtype="i8").reshape(3, 4)
+
+    async def create() -> np.ndarray:
+        created = await asyncarr.create_array(str(tmp_path / "asyncarr"), name="g/a", data=data, chunks=(2, 2))
+        assert isinstance(created, asyncarr.AsyncArray)
+        return await created.getitem(Ellipsis)
+
+    np.testing.assert_array_equal(asyncio.run(create()), data)
+    zarr.create_array(str(tmp_path / "zarr"), name="g/a", data=data, chunks=(2, 2))
+    assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
+    with pytest.raises(ValueError):
+        za.create_array(None, data=data, shape=(3, 4))
+
+
+def test_create_array_refuses_to_replace_a_node_unless_told_to(tmp_path: Path) -> None:
+    za.create_array(str(tmp_path / "a"), shape=(2,), dtype="i1")
+    with pytest.raises(ContainsArrayError):
+        za.create_array(str(tmp_path / "a"), shape=(3,), dtype="i1")
+    za.create_group(str(tmp_path / "g"))
+    with pytest.raises(ContainsGroupError):
+        za.create_array(str(tmp_path / "g"), shape=(3,), dtype="i1")
+    assert za.create_array(str(tmp_path / "a"), shape=(3,), dtype="i1", overwrite=True).shape == (3,)
+    with pytest.raises(ValueError, match="serializer"):
+        za.create_array(None, shape=(3,), dtype="i1", zarr_format=2, serializer=zarr.codecs.BytesCodec())
+    with pytest.raises(ValueError, match="at most one compressor"):
+        za.create_array(None, shape=(3,), dtype="i1", zarr_format=2, compressors=[{"id": "zlib"}, {"id": "gzip"}])
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_create_group_writes_what_zarr_python_writes(tmp_path: Path, zarr_format: int) -> None:
+    options = {"zarr_format": zarr_format, "attributes": {"title": "t"}, "path": "a/b"}
+    zarr.create_group(str(tmp_path / "zarr"), **options)
+    created = za.create_group(str(tmp_path / "asyncarr"), **options)
+    assert isinstance(created, za.Group) and created.attrs["title"] == "t"
+    assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
+    with pytest.raises(ContainsGroupError):
+        za.create_group(str(tmp_path / "asyncarr"), path="a/b")
+    assert dict(za.create_group(str(tmp_path / "asyncarr"), path="a/b", overwrite=True).attrs) == {}
+
+
+def test_from_array_of_an_ndarray_and_of_an_array_keeps_what_zarr_python_keeps(tmp_path: Path) -> None:
+    data = np.arange(200, dtype="i4").reshape(20, 10)
+    zarr.from_array(str(tmp_path / "zarr-plain"), data=data)
+    za.from_array(str(tmp_path / "asyncarr-plain"), data=data)
+    assert metadata_documents(tmp_path / "asyncarr-plain") == metadata_documents(tmp_path / "zarr-plain")
+
+    source = zarr.create_array(
+        str(tmp_path / "source"),
+        shape=(20, 10),
+        dtype="i4",
+        chunks=(5, 5),
+        shards=(10, 10),
+        compressors=zarr.codecs.GzipCodec(level=2),
+        attributes={"k": 1},
+        dimension_names=["a", "b"],
+        fill_value=7,
+    )
+    source[...] = data
+    theirs = zarr.from_array(str(tmp_path / "zarr-copy"), data=source)
+    ours = za.from_array(str(tmp_path / "asyncarr-copy"), data=za.open_array(str(tmp_path / "source"), mode="r"))
+    assert metadata_documents(tmp_path / "asyncarr-copy") == metadata_documents(tmp_path / "zarr-copy")
+    np.testing.assert_array_equal(ours[...], theirs[...])
+    # "keep" gives way to what is passed.
+    rechunked = za.from_array(None, data=ours, chunks=(4, 5), shards=None, compressors=None)
+    assert (rechunked.chunks, rechunked.shards) == ((4, 5), None)
+    np.testing.assert_array_equal(rechunked[...], data)
+    assert za.from_array(None, data=data, write_data=False).nchunks_initialized == 0
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_open_consolidated_opens_a_consolidated_group_and_refuses_one_without(tmp_path: Path, zarr_format: int) -> None:
+    root = zarr.create_group(str(tmp_path / "g"), zarr_format=zarr_format)
+    root.create_array("x", shape=(3,), dtype="i1")
+    with pytest.raises(ValueError):
+        zarr.open_consolidated(str(tmp_path / "g"), zarr_format=zarr_format)
+    with pytest.raises(ValueError, match="no consolidated metadata"):
+        za.open_consolidated(str(tmp_path / "g"), zarr_format=zarr_format)
+    zarr.consolidate_metadata(str(tmp_path / "g"), zarr_format=zarr_format)
+    opened = za.open_consolidated(str(tmp_path / "g"), zarr_format=zarr_format)
+    assert isinstance(opened, za.Group) and list(opened.array_keys()) == ["x"]
+
+
+def test_tree_draws_the_hierarchy_as_the_group_does_and_cuts_it_at_a_level(tmp_path: Path) -> None:
+    root = za.create_group(str(tmp_path / "t"))
+    root.create_group("a").create_array("x", shape=(3,), dtype="i4")
+    root.create_array("y", shape=(2, 2), dtype="f8")
+    assert str(za.tree(root)) == str(root.tree())
+    assert str(za.tree(root, level=1)).splitlines() == ["/", " ├── a", " └── y (2, 2) float64"]
+    assert str(asyncio.run(asyncarr.tree(root.async_group, level=0))) == "/"
+
+
+def test_create_hierarchy_from_zarr_metadata_objects_writes_what_zarr_python_writes(tmp_path: Path) -> None:
+    array_metadata = zarr.create_array(zarr.storage.MemoryStore(), shape=(4,), dtype="f4", attributes={"q": 2}).metadata
+    nodes = {"": GroupMetadata(attributes={"r": 1}), "a/x": array_metadata}
+    dict(zarr.create_hierarchy(store=zarr.storage.LocalStore(str(tmp_path / "zarr")), nodes=nodes))
+    created = dict(za.create_hierarchy(store=str(tmp_path / "asyncarr"), nodes=nodes))
+    assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
+    assert isinstance(created[""], za.Group) and isinstance(created["a/x"], za.Array)
+    with pytest.raises(ContainsArrayError):
+        za.create_hierarchy(store=str(tmp_path / "asyncarr"), nodes={"a/x": array_metadata})
+
+
+def test_create_hierarchy_from_short_descriptions() -> None:
+    store = asyncarr.stores.MemoryStore()
+    nodes = {
+        "raw": {"node_type": "group", "attributes": {"source": "sensor"}},
+        "raw/t": {"node_type": "array", "shape": (6,), "dtype": "i2", "chunks": (3,)},
+    }
+    created = dict(za.create_hierarchy(store=store, nodes=nodes))
+    assert created["raw/t"].chunks == (3,) and created["raw"].attrs["source"] == "sensor"
+    assert sorted(za.open_group(store, mode="r").group_keys()) == ["raw"]
+    with pytest.raises(ValueError, match="node_type"):
+        za.create_hierarchy(store=store, nodes={"b": {"shape": (2,)}})
