@@ -16,7 +16,7 @@ from .chunk_io import ChunkIO
 from .codecs.pipeline import CodecPipeline
 from .concurrency import for_each_concurrently
 from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError, StoreError
-from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer
+from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer, block_selection_slices
 from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
 from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer
@@ -264,6 +264,18 @@ class AsyncArray(PickledByConfiguration):
     async def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write a basic selection only (ints, slices, Ellipsis)."""
         await self._set_selection(BasicIndexer(selection, self.shape, self._grid), value)
+
+    def block_slices(self, selection: Any) -> tuple[slice, ...]:
+        """The basic selection of the whole blocks ``selection`` picks on the block grid (shards when sharded)."""
+        return block_selection_slices(selection, self.shape, self.shards or self.chunks)
+
+    async def get_block_selection(self, selection: Any) -> Any:
+        """Read whole chunks by their grid indices (shards when sharded, as zarr-python does), edge ones truncated."""
+        return await self.get_basic_selection(self.block_slices(selection))
+
+    async def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Write whole chunks by their grid indices (shards when sharded); ``value`` broadcasts to their data."""
+        await self.set_basic_selection(self.block_slices(selection), value)
 
     async def get_orthogonal_selection(self, selection: Any) -> Any:
         """Read an orthogonal selection: ints, slices, integer arrays or masks, each axis on its own."""

@@ -22,7 +22,7 @@ from .array import AsyncArray
 from .group import AsyncGroup
 from .sync_loop import _opened_stores, _read, _run
 
-__all__ = ["Array", "Attributes", "Group", "OIndex", "VIndex", "facade_of"]
+__all__ = ["Array", "Attributes", "BlockIndex", "Group", "OIndex", "VIndex", "facade_of"]
 
 T = TypeVar("T")
 
@@ -186,6 +186,19 @@ class Array:
         """Write a NumPy basic selection only."""
         _run(self.async_array.set_basic_selection(selection, value))
 
+    @property
+    def blocks(self) -> BlockIndex:
+        """Block selection: ``z.blocks[1, :2]`` reads whole chunks (shards when sharded) by grid index."""
+        return BlockIndex(self.async_array)
+
+    def get_block_selection(self, selection: Any) -> Any:
+        """Read whole chunks (shards when sharded) by their grid indices."""
+        return _read(self.async_array, "basic", self.async_array.block_slices(selection))
+
+    def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Write whole chunks (shards when sharded) by their grid indices."""
+        _run(self.async_array.set_block_selection(selection, value))
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         data = np.asarray(self[...])
         return data if dtype is None else data.astype(dtype, copy=False)
@@ -260,6 +273,19 @@ class VIndex:
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         _run(self._async_array.set_coordinate_selection(selection, value))
+
+
+class BlockIndex:
+    """``z.blocks[...]``: whole chunks (shards when sharded) picked by ints and step-1 slices over the grid."""
+
+    def __init__(self, async_array: AsyncArray) -> None:
+        self._async_array = async_array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return _read(self._async_array, "basic", self._async_array.block_slices(selection))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        _run(self._async_array.set_block_selection(selection, value))
 
 
 class Group:

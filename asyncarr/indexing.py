@@ -54,6 +54,7 @@ __all__ = [
     "IntDimIndexer",
     "OrthogonalIndexer",
     "SliceDimIndexer",
+    "block_selection_slices",
 ]
 
 _INVALID_INDEX_MESSAGE = (
@@ -433,3 +434,54 @@ def _ix(selection: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
     ]
     expanded = iter(np.ix_(*ranges))
     return tuple(item if isinstance(item, int) else next(expanded) for item in selection)
+
+
+def block_selection_slices(selection: Any, shape: tuple[int, ...], block_shape: tuple[int, ...]) -> tuple[slice, ...]:
+    """The element slices covering the blocks (chunks, or shards when sharded) that ``selection`` picks.
+
+    ``selection`` indexes the block grid as zarr-python's ``blocks`` does: an int or a
+    step-1 slice of block indices per axis (negative counts from the end), Ellipsis, missing
+    axes meaning all blocks. Ints keep their axis. A block whose first element lies outside
+    the array raises IndexError; a slice's end is not checked, so it is clipped. The result
+    is a basic selection: edge blocks come out truncated at the array's bounds.
+    """
+    items = selection if isinstance(selection, tuple) else (selection,)
+    ellipses = sum(item is Ellipsis for item in items)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    nindexed = sum(item is not Ellipsis for item in items)
+    if nindexed > len(shape):
+        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, but {nindexed} were indexed")
+    fill = (slice(None),) * (len(shape) - nindexed)
+    if ellipses:
+        at = next(position for position, item in enumerate(items) if item is Ellipsis)
+        items = items[:at] + fill + items[at + 1 :]
+    else:
+        items = items + fill
+    slices = []
+    for item, dim_len, block_len in zip(items, shape, block_shape, strict=True):
+        nblocks = -(-dim_len // block_len)
+        if _is_int(item):
+            index = int(item)
+            first_block = index + nblocks if index < 0 else index
+            start, stop = first_block * block_len, (first_block + 1) * block_len
+        elif isinstance(item, slice):
+            if item.step not in (1, None):
+                raise IndexError(f"block indexing takes only slices with step 1; got step {item.step!r}")
+            first_block = _block_bound(item.start, 0, nblocks)
+            start, stop = first_block * block_len, _block_bound(item.stop, nblocks, nblocks) * block_len
+        else:
+            raise IndexError(f"block indexing takes ints and slices with step 1; got {type(item).__name__}")
+        if not 0 <= start < dim_len:
+            raise IndexError(f"block index out of bounds for an axis of {nblocks} blocks (length {dim_len})")
+        # A stop still negative after wrapping is read as Python reads a negative stop, as zarr-python does.
+        slices.append(slice(start, stop))
+    return tuple(slices)
+
+
+def _block_bound(bound: Any, default: int, nblocks: int) -> int:
+    if bound is None:
+        return default
+    if not _is_int(bound):
+        raise IndexError(f"block indexing takes integer slice bounds; got {type(bound).__name__}")
+    return int(bound) + nblocks if bound < 0 else int(bound)
