@@ -607,7 +607,10 @@ def _node_document(spec: Mapping[str, Any]) -> dict[str, Any]:
     spec = to_dict() if callable(to_dict) else spec
     if not isinstance(spec, Mapping):
         raise TypeError(f"a create_hierarchy node is a dict or zarr metadata object, got {type(spec).__name__}")
-    return json.loads(json.dumps(dict(spec), default=_json_default))
+    document = json.loads(json.dumps(dict(spec), default=_json_default))
+    if "node_type" not in document and document.get("zarr_format") == 2 and {"shape", "dtype"} <= document.keys():
+        document["node_type"] = "array"  # zarr-python's ArrayV2Metadata.to_dict() leaves it out (.zarray has none)
+    return document
 
 
 def _json_default(value: Any) -> Any:

@@ -281,15 +281,29 @@ def test_tree_draws_the_hierarchy_as_the_group_does_and_cuts_it_at_a_level(tmp_p
     assert str(asyncio.run(asyncarr.tree(root.async_group, level=0))) == "/"
 
 
-def test_create_hierarchy_from_zarr_metadata_objects_writes_what_zarr_python_writes(tmp_path: Path) -> None:
-    array_metadata = zarr.create_array(zarr.storage.MemoryStore(), shape=(4,), dtype="f4", attributes={"q": 2}).metadata
-    nodes = {"": GroupMetadata(attributes={"r": 1}), "a/x": array_metadata}
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_create_hierarchy_from_zarr_metadata_objects_writes_what_zarr_python_writes(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    array_metadata = zarr.create_array(
+        zarr.storage.MemoryStore(),
+        shape=(4,),
+        dtype="f4",
+        fill_value=float("nan"),
+        attributes={"q": 2},
+        zarr_format=zarr_format,
+    ).metadata
+    nodes = {"": GroupMetadata(attributes={"r": 1}, zarr_format=zarr_format), "a/x": array_metadata}
     dict(zarr.create_hierarchy(store=zarr.storage.LocalStore(str(tmp_path / "zarr")), nodes=nodes))
     created = dict(za.create_hierarchy(store=str(tmp_path / "asyncarr"), nodes=nodes))
     assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
     assert isinstance(created[""], za.Group) and isinstance(created["a/x"], za.Array)
+    assert np.isnan(created["a/x"][...]).all() and created[""].attrs["r"] == 1
     with pytest.raises(ContainsArrayError):
         za.create_hierarchy(store=str(tmp_path / "asyncarr"), nodes={"a/x": array_metadata})
+    assert za.create_hierarchy(store=str(tmp_path / "asyncarr"), nodes={"a/x": array_metadata}, overwrite=True)
+    with pytest.raises(ValueError, match="one zarr_format"):
+        za.create_hierarchy(store=None, nodes={"a": GroupMetadata(zarr_format=2), "b": GroupMetadata(zarr_format=3)})
 
 
 def test_create_hierarchy_from_short_descriptions() -> None:
