@@ -60,6 +60,14 @@ def test_the_namespaces_import_as_attributes_and_as_modules() -> None:
     assert za.storage.LocalStore is LocalStore and za.storage.ZipStore is ZipStore
     assert za.storage.LRUStoreCache is LRUStoreCache and za.codecs.BloscCodec is BloscCodec
     assert za.config is asyncarr.config
+    # zarr 2 had its store names at the top level
+    assert (za.DirectoryStore, za.NestedDirectoryStore, za.ZipStore, za.LRUStoreCache, za.MemoryStore) == (
+        storage.DirectoryStore,
+        storage.NestedDirectoryStore,
+        storage.ZipStore,
+        storage.LRUStoreCache,
+        storage.MemoryStore,
+    )
     assert issubclass(LocalStore, asyncarr.stores.LocalStore) and issubclass(LRUStoreCache, Store)
 
 
@@ -304,6 +312,24 @@ def test_lru_store_cache_evicts_least_recently_used_and_caches_listings() -> Non
     asyncio.run(main())
     copy = pickle.loads(pickle.dumps(cache))
     assert copy.max_size == 10 and copy.current_size == 0
+
+
+def test_lru_store_cache_close_blocks_and_closes_what_it_wraps(tmp_path: pathlib.Path) -> None:
+    cache = za.LRUStoreCache(za.ZipStore(tmp_path / "a.zip", mode="w"), max_size=None)
+    z = za.create(shape=(4,), chunks=(2,), dtype="i4", store=cache)
+    z[:] = np.arange(4)
+    np.testing.assert_array_equal(z[:], np.arange(4))
+    cache.close()
+    assert zipfile.is_zipfile(tmp_path / "a.zip")
+    np.testing.assert_array_equal(zarr.open_array(zarr.storage.ZipStore(tmp_path / "a.zip"), mode="r")[:], np.arange(4))
+
+    async def main() -> None:  # in async code, close() hands back the close to await
+        cache = storage.LRUStoreCache(str(tmp_path / "local.zarr"), max_size=100)
+        pending = cache.close()
+        assert asyncio.iscoroutine(pending)
+        await pending
+
+    asyncio.run(main())
 
 
 # -- codec classes, compared with zarr-python 3 ----------------------------------------------

@@ -7,6 +7,11 @@ runs one event loop for the whole process, so the facade works from plain script
 many threads at once and from inside a running event loop (a Jupyter cell, an async web
 handler). After ``os.fork`` the child starts a fresh loop thread on first use.
 
+zarr's namespaces live here too: `asyncarr.sync.storage` (zarr's store constructors, whose
+``close()`` blocks), `asyncarr.sync.codecs` (zarr 3's codec classes) and ``config`` (which is
+`asyncarr.config`, taking zarr's dotted keys as well). zarr 2's store names were top-level
+(``zarr.DirectoryStore``), so they are here as well as in ``storage``.
+
 Reads from local and memory stores skip the loop: they run in the calling thread (see
 `AsyncArray.read_blocking`), so a small read costs no thread hand-offs and reads from many
 threads decode in parallel.
@@ -23,15 +28,21 @@ from ..sync_functions import *  # noqa: F403 - one blocking twin of each name in
 from ..sync_loop import _loop_thread as _loop_thread  # tests reach the loop thread as asyncarr.sync._loop_thread
 from ..sync_loop import _run as _run
 from . import codecs, storage
+from .storage import DirectoryStore, LRUStoreCache, MemoryStore, NestedDirectoryStore, ZipStore
 
 __all__ = [
     "Array",
     "Attributes",
+    "DirectoryStore",
     "Group",
+    "LRUStoreCache",
+    "MemoryStore",
+    "NestedDirectoryStore",
     "OIndex",
     "ProcessSynchronizer",
     "ThreadSynchronizer",
     "VIndex",
+    "ZipStore",
     "blosc",
     "codecs",
     "config",

@@ -31,6 +31,7 @@ from ..stores import LocalStore as _LocalStore
 from ..stores import MemoryStore as _MemoryStore
 from ..stores import Store
 from ..stores import ZipStore as _ZipStore
+from ..stores import as_store as _as_store
 from ..stores import from_url as _from_url
 from ..stores.cache import LRUStoreCache as _LRUStoreCache
 from ..stores.cache import WrapperStore
@@ -268,9 +269,7 @@ class LRUStoreCache(_LRUStoreCache):
 
     def __init__(self, store: Store | MutableMapping[str, bytes] | str, max_size: int | None) -> None:
         if not isinstance(store, Store):
-            from ..stores import as_store
-
-            store, path = as_store(store)
+            store, path = _as_store(store)
             if path:
                 raise ValueError("LRUStoreCache wraps a whole store; open the node inside it with path=")
         super().__init__(store, max_size)
