@@ -420,11 +420,12 @@ async def create_array(
             raise ValueError("create_array takes data= or shape= and dtype=, not both: data gives the shape and dtype")
         source = _array_source(data)
         shape, dtype = source.shape, source.dtype
-    if shape is None:
-        raise ValueError("create_array needs shape= (or data=)")
+    if shape is None or dtype is None:
+        missing = "shape" if shape is None else "dtype"
+        raise ValueError(f"create_array needs {missing}= (or data=, which gives the shape and dtype)")
     order = order if order is not None else dict(config or {}).get("order")
     arguments = zarr3_creation_arguments(
-        dtype="f8" if dtype is None else dtype,
+        dtype=dtype,
         chunks=chunks,
         shards=shards,
         filters=filters,

@@ -200,8 +200,13 @@ def test_create_array_on_the_async_api_and_with_data(tmp_path: Path) -> None:
     np.testing.assert_array_equal(asyncio.run(create()), data)
     zarr.create_array(str(tmp_path / "zarr"), name="g/a", data=data, chunks=(2, 2))
     assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
+    for arguments in ({"data": data, "shape": (3, 4)}, {"shape": (3,)}, {"dtype": "i4"}):
+        with pytest.raises(ValueError):
+            zarr.create_array(zarr.storage.MemoryStore(), **arguments)
+        with pytest.raises(ValueError):
+            za.create_array(None, **arguments)
     with pytest.raises(ValueError):
-        za.create_array(None, data=data, shape=(3, 4))
+        za.create_array(None, shape=(3,), dtype="i4", zarr_format=2, dimension_names=["a"])
 
 
 def test_create_array_refuses_to_replace_a_node_unless_told_to(tmp_path: Path) -> None:
