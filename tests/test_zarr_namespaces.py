@@ -233,6 +233,21 @@ def test_fsspec_store_from_url_opens_asyncarrs_store_and_closes_blocking(tmp_pat
     np.testing.assert_array_equal(za.open_array(reader, mode="r")[:], DATA)
 
 
+def test_fsspec_store_from_an_s3_url_closes_its_clients_when_close_returns(recwarn: pytest.WarningsRecorder) -> None:
+    pytest.importorskip("moto")
+    from emulators import s3 as emulator
+
+    url = f"s3://{emulator.new_bucket()}/data.zarr"
+    store = storage.FsspecStore.from_url(url, storage_options=emulator.store_options())
+    z = za.create(shape=(10, 12), chunks=(4, 5), dtype="i4", store=store, codecs=[acodecs.ZstdCodec()])
+    z[:] = DATA
+    assert store.close() is not None  # blocks until the clients are closed; what it returns needs no await
+    reader = storage.FsspecStore.from_url(url, storage_options=emulator.store_options(), read_only=True)
+    with reader:
+        np.testing.assert_array_equal(za.open_array(reader, mode="r")[:], DATA)
+    assert not [w for w in recwarn if "nclosed" in str(w.message)]
+
+
 # -- LRUStoreCache ---------------------------------------------------------------------------
 
 
