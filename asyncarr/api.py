@@ -576,9 +576,13 @@ async def open_consolidated(
     storage_options: Mapping[str, Any] | None = None,
 ) -> AsyncGroup:
     """Open a group through its consolidated metadata; ValueError if it has none."""
-    opened = await open_group(
-        store, "r+" if mode == "a" else mode, path=path, zarr_format=zarr_format, storage_options=storage_options
-    )
+    if mode == "a":  # open what is there (never create a group only to refuse it), writable if the store is
+        try:
+            opened = await open_group(store, "r+", path=path, zarr_format=zarr_format, storage_options=storage_options)
+        except ReadOnlyError:
+            opened = await open_group(store, "r", path=path, zarr_format=zarr_format, storage_options=storage_options)
+    else:
+        opened = await open_group(store, mode, path=path, zarr_format=zarr_format, storage_options=storage_options)
     if opened._consolidated is None:
         where = opened.store.key_url(opened.path) or opened.store.location
         raise ValueError(

@@ -24,6 +24,7 @@ import asyncarr
 import asyncarr.sync as za
 from asyncarr.api import PUBLIC_FUNCTIONS, accepted_keywords
 from asyncarr.errors import ContainsArrayError, ContainsGroupError
+from asyncarr.stores import LocalStore
 
 # -- a keyword mistake names the function the user called -------------------------------------
 
@@ -275,6 +276,9 @@ def test_open_consolidated_opens_a_consolidated_group_and_refuses_one_without(tm
     zarr.consolidate_metadata(str(tmp_path / "g"), zarr_format=zarr_format)
     opened = za.open_consolidated(str(tmp_path / "g"), zarr_format=zarr_format)
     assert isinstance(opened, za.Group) and list(opened.array_keys()) == ["x"]
+    # A read-only store (HTTP, a bucket opened read-only) opens read-only in the default mode.
+    read_only = za.open_consolidated(LocalStore(str(tmp_path / "g"), read_only=True), zarr_format=zarr_format)
+    assert read_only.read_only and list(read_only.array_keys()) == ["x"]
 
 
 def test_tree_draws_the_hierarchy_as_the_group_does_and_cuts_it_at_a_level(tmp_path: Path) -> None:
