@@ -169,7 +169,25 @@ class AsyncArray(PickledByConfiguration):
         return shard_codec.inner_pipeline if shard_codec is not None else self._pipeline
 
     compressor = property(lambda self: self._chunk_pipeline.compressor, doc="The compressor codec, or None.")
-    filters = property(lambda self: self._chunk_pipeline.filters, doc="Filter codecs applied before compression.")
+
+    @property
+    def filters(self) -> tuple[Any, ...]:
+        """Filter codecs applied before compression, as a tuple (zarr 3's form, for v2 arrays too)."""
+        return tuple(self._chunk_pipeline.filters)
+
+    @property
+    def compressors(self) -> tuple[Any, ...]:
+        """The compressors, zarr 3's form: v2 the compressor in a tuple, v3 the bytes->bytes codecs."""
+        pipeline = self._chunk_pipeline
+        if self.zarr_format == 2:
+            return () if pipeline.compressor is None else (pipeline.compressor,)
+        return tuple(pipeline.compressors)
+
+    @property
+    def serializer(self) -> Any:
+        """The array->bytes codec of a v3 array (of its inner chunks when sharded); None for v2."""
+        return getattr(self._chunk_pipeline, "array_bytes", None) if self.zarr_format == 3 else None
+
     synchronizer = property(lambda self: self._synchronizer, doc="The process synchronizer, if any.")
 
     @property
@@ -393,11 +411,12 @@ class AsyncArray(PickledByConfiguration):
         await self._store.delete_many(removed)
         self._metadata = metadata
 
-    async def update_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Merge ``attributes`` into the stored user attributes."""
+    async def update_attributes(self, attributes: Mapping[str, Any]) -> AsyncArray:
+        """Merge ``attributes`` into the stored user attributes; return this array, as zarr 3 does."""
         self._check_writable()
         merged = {**self._metadata.attributes, **attributes}
         await self._replace_metadata(self._metadata.with_attributes(merged))
+        return self
 
     async def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Replace all user attributes with ``attributes``."""
@@ -588,6 +607,10 @@ class AsyncArray(PickledByConfiguration):
     async def nbytes_stored(self) -> int:
         """Bytes stored for this array: metadata documents plus chunks."""
         return (await self._storage_summary("nbytes_stored"))[1]
+
+    async def info_complete(self, type_name: str = "asyncarr.AsyncArray") -> Info:
+        """zarr 3's name for the table with stored bytes; asyncarr's ``info`` already has them, so the same table."""
+        return await self.info(type_name)
 
     async def info(self, type_name: str = "asyncarr.AsyncArray") -> Info:
         """The summary table shown by the Zarr tutorials (stored sizes "unknown" past ``config.max_probed_chunks``

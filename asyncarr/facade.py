@@ -112,7 +112,9 @@ class Array:
     store = _forward("store", "The store holding the array.")
     metadata = _forward("metadata", "The parsed metadata.")
     compressor = _forward("compressor", "The compressor codec, or None.")
-    filters = _forward("filters", "Filter codecs applied before compression.")
+    filters = _forward("filters", "Filter codecs applied before compression, as a tuple (zarr 3's form).")
+    compressors = _forward("compressors", "zarr 3 form: v2 the compressor in a tuple, v3 the bytes->bytes codecs.")
+    serializer = _forward("serializer", "The v3 array->bytes codec (inner chunks when sharded); None for v2.")
     read_only = _forward("read_only", "Whether writes are refused.")
     nchunks = _forward("nchunks", "Number of chunks in the grid.")
     cdata_shape = _forward("cdata_shape", "Number of chunks along each dimension.")
@@ -223,9 +225,14 @@ class Array:
         """Grow along ``axis`` with ``data``; return the new shape."""
         return _run(self.async_array.append(data, axis))
 
-    def update_attributes(self, attributes: dict[str, Any]) -> None:
-        """Merge ``attributes`` into the stored attributes."""
+    def update_attributes(self, attributes: dict[str, Any]) -> Array:
+        """Merge ``attributes`` into the stored attributes; return this array (``z = z.update_attributes(...)``)."""
         _run(self.async_array.update_attributes(attributes))
+        return self
+
+    def info_complete(self) -> Any:
+        """zarr 3's info with stored bytes: the same table as ``info``, which has them already."""
+        return _run(self.async_array.info_complete("asyncarr.sync.Array"))
 
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.path else ""
@@ -340,9 +347,10 @@ class Group:
         """Names of the direct children, sorted."""
         return _run(_collect(self.async_group.keys()))
 
-    def members(self) -> list[tuple[str, Array | Group]]:
-        """``(name, node)`` for every direct child."""
-        return [(name, facade_of(node)) for name, node in _run(_collect(self.async_group.members()))]
+    def members(self, max_depth: int | None = 0) -> tuple[tuple[str, Array | Group], ...]:
+        """``(name, node)`` for the children, ``max_depth`` levels deeper too (None: all), as zarr 3 returns them."""
+        found = _run(_collect(self.async_group.members(max_depth)))
+        return tuple((name, facade_of(node)) for name, node in found)
 
     def values(self) -> list[Array | Group]:
         """The direct children."""
@@ -350,7 +358,7 @@ class Group:
 
     def items(self) -> list[tuple[str, Array | Group]]:
         """``(name, node)`` for every direct child."""
-        return self.members()
+        return list(self.members())
 
     def arrays(self) -> list[tuple[str, Array]]:
         """``(name, array)`` for the child arrays."""
@@ -408,13 +416,14 @@ class Group:
         """Create a child array holding ``data``."""
         return Array(_run(self.async_group.array(name, data, **kwargs)))
 
-    def tree(self) -> Any:
-        """The hierarchy below this group, printable as the Zarr tutorials show."""
-        return _run(self.async_group.tree())
+    def tree(self, expand: bool | None = None, level: int | None = None) -> Any:
+        """The hierarchy below this group, ``level`` levels below the children at most; printable."""
+        return _run(self.async_group.tree(expand, level))
 
-    def update_attributes(self, attributes: dict[str, Any]) -> None:
-        """Merge ``attributes`` into the stored attributes."""
+    def update_attributes(self, attributes: dict[str, Any]) -> Group:
+        """Merge ``attributes`` into the stored attributes; return this group (``g = g.update_attributes(...)``)."""
         _run(self.async_group.update_attributes(attributes))
+        return self
 
     def __repr__(self) -> str:
         return f"<asyncarr.sync.Group {self.name!r}>"

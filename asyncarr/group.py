@@ -264,17 +264,33 @@ class AsyncGroup(PickledByConfiguration):
         names = [name async for name in self._store.list_dir(self._path) if name not in METADATA_NAMES]
         return sorted(names)
 
-    async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
-        """Yield ``(name, node)`` for every direct child, sorted by name.
+    async def members(self, max_depth: int | None = 0) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """Yield ``(name, node)`` for every child, then (``max_depth`` > 0 or None) theirs, level by level.
 
-        A child whose metadata cannot be read is skipped with a warning naming it (``getitem``
-        raises its MetadataError; ``tree()`` shows it), so one broken child hides no other.
+        As in zarr 3, ``max_depth=0`` (the default) gives the direct children, ``n`` goes ``n``
+        levels deeper and ``None`` has no limit; deeper names are paths from this group
+        (``"a/b/x"``), each level sorted by name. A child whose metadata cannot be read is
+        skipped with a warning naming it (``getitem`` raises its MetadataError; ``tree()``
+        shows it), so one broken child hides no other.
         """
-        for name, node in await self._children():
-            if isinstance(node, MetadataError):
-                warnings.warn(f"skipped the unreadable member {name!r}: {node}", UserWarning, stacklevel=2)
-                continue
-            yield name, node
+        if max_depth is not None and max_depth < 0:
+            raise ValueError(f"max_depth must be None or >= 0. Got '{max_depth}' instead")
+        level: list[tuple[str, AsyncGroup]] = [("", self)]
+        depth = 0
+        while level:
+            children = await asyncio.gather(*(group._children() for _, group in level))
+            next_level: list[tuple[str, AsyncGroup]] = []
+            for (prefix, _), named_children in zip(level, children, strict=True):
+                for name, node in named_children:
+                    path = f"{prefix}{name}"
+                    if isinstance(node, MetadataError):
+                        warnings.warn(f"skipped the unreadable member {path!r}: {node}", UserWarning, stacklevel=2)
+                        continue
+                    yield path, node
+                    if isinstance(node, AsyncGroup):
+                        next_level.append((f"{path}/", node))
+            depth += 1
+            level = next_level if max_depth is None or depth <= max_depth else []
 
     async def _children(self) -> list[tuple[str, AsyncArray | AsyncGroup | MetadataError]]:
         """Every direct child, sorted by name: its node, or the MetadataError that opening it raised."""
@@ -420,9 +436,10 @@ class AsyncGroup(PickledByConfiguration):
 
     # -- attributes and tree ---------------------------------------------------------------------
 
-    async def update_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Merge ``attributes`` into the stored user attributes."""
+    async def update_attributes(self, attributes: Mapping[str, Any]) -> AsyncGroup:
+        """Merge ``attributes`` into the stored user attributes; return this group, as zarr 3 does."""
         await self.set_attributes({**self._metadata.attributes, **attributes})
+        return self
 
     async def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Replace all user attributes with ``attributes``."""
@@ -435,17 +452,23 @@ class AsyncGroup(PickledByConfiguration):
         await self._store.delete_many([node_key(self._path, n) for n in old_documents if n not in new_documents])
         self._metadata = metadata
 
-    async def tree(self) -> Tree:
-        """The hierarchy below this group; ``str()`` draws it as the Zarr tutorials show."""
-        return Tree(await self._tree_node(self.basename or "/"))
+    async def tree(self, expand: bool | None = None, level: int | None = None) -> Tree:
+        """The hierarchy below this group, ``level`` levels below the children at most (zarr 3's ``level``)."""
+        if expand is not None:
+            raise NotImplementedError("'expand' is not yet implemented.")
+        return Tree(await self._tree_node(self.basename or "/", level))
 
-    async def _tree_node(self, label: str) -> TreeNode:
+    async def _tree_node(self, label: str, levels_below: int | None = None) -> TreeNode:
         children = []
         for name, node in await self._children():
             if isinstance(node, MetadataError):
                 children.append(TreeNode(f"{name} (unreadable: {_short_error(node)})", ()))
             elif isinstance(node, AsyncGroup):
-                children.append(await node._tree_node(name))
+                if levels_below is None or levels_below > 0:
+                    deeper = None if levels_below is None else levels_below - 1
+                    children.append(await node._tree_node(name, deeper))
+                else:
+                    children.append(TreeNode(name, ()))
             else:
                 children.append(TreeNode(f"{name} {node.shape} {node.dtype}", ()))
         return TreeNode(label, tuple(children))
