@@ -325,6 +325,10 @@ class ChunkIO:
         """Whether every element of ``chunk`` equals the fill value (NaN equal to NaN)."""
         if chunk.size == 0:
             return True
+        if chunk.dtype.kind == "O":
+            # Elements may be lists or arrays, whose == is elementwise: compare each as one object.
+            fill = self.fill
+            return all(item is fill or (type(item) is type(fill) and _same_scalar(item, fill)) for item in chunk.flat)
         is_missing = _MISSING_TESTS.get(chunk.dtype.kind)
         missing_fill = is_missing is not None and bool(is_missing(np.asarray(self.fill, chunk.dtype)))
         first = chunk.flat[0]
@@ -468,6 +472,16 @@ def _settle(
 
 # NaN and NaT never equal themselves: a fill value of either is matched by these tests instead.
 _MISSING_TESTS: dict[str, Callable[[Any], Any]] = {"f": np.isnan, "c": np.isnan, "m": np.isnat, "M": np.isnat}
+
+
+def _same_scalar(item: Any, fill: Any) -> bool:
+    """Whether an object element equals a fill value of its type (a scalar: bytes, str, number)."""
+    if isinstance(item, np.ndarray):
+        return False
+    try:
+        return bool(item == fill)
+    except (TypeError, ValueError):
+        return False
 
 
 def _never_called(key: str) -> bytes | None:

@@ -32,7 +32,7 @@ from strangers import WritesAMarkerWhenUnpickled, v2_array, write_documents
 import asyncarr.sync as za
 from asyncarr import config
 from asyncarr.codecs import registry
-from asyncarr.codecs.allowlist import BYTES_CODEC_IDS, VARIABLE_LENGTH_CODEC_IDS
+from asyncarr.codecs.allowlist import BYTES_CODEC_IDS, DATA_OBJECT_CODEC_IDS
 from asyncarr.codecs.numcodecs_v3 import NumcodecsCodec, VLenBytesCodec, VLenUTF8Codec
 from asyncarr.codecs.pipeline import CodecPipeline
 from asyncarr.codecs.sharding import ShardingCodec
@@ -184,7 +184,8 @@ def test_creating_an_array_with_an_object_codec_is_refused_before_anything_is_wr
     # Such an array could not be read back without the same switch, so it is not created.
     root = tmp_path / "new.zarr"
     for kwargs in ({"compressor": numcodecs.Pickle()}, {"filters": [numcodecs.JSON()]}):
-        with pytest.raises(MetadataError, match="refused"):
+        # Pickle is refused outright; JSON describes data but only of object arrays, not int32.
+        with pytest.raises(MetadataError, match=r"refused|serializes object arrays"):
             za.open_array(str(root), mode="w", shape=(4,), chunks=(4,), dtype="i4", zarr_format=2, **kwargs)
         assert not root.exists() or not any(root.iterdir())
 
@@ -396,6 +397,70 @@ def test_a_string_chunk_declaring_four_billion_elements_is_refused_before_they_a
     assert (report["after_kib"] - report["before_kib"]) * 1024 < PEAK_LIMIT, report
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("codec", [numcodecs.JSON(), numcodecs.MsgPack()], ids=lambda codec: codec.codec_id)
+def test_an_object_chunk_inflating_past_variable_chunk_max_bytes_is_refused_within_it(
+    tmp_path: Path, bombs: dict[str, Path], codec: Any
+) -> None:
+    # JSON and MessagePack chunks have no fixed size either: the same documented bound, here 16 MiB.
+    root = tmp_path / "objects.zarr"
+    metadata = v2_array(16, "|O", compressor=_V2_COMPRESSORS["zlib"], filters=[codec.get_config()])
+    write_documents(root, {".zarray": metadata, "0": bombs["zlib"].read_bytes()})
+
+    report = read_in_a_child(root, ASYNCARR_VARIABLE_CHUNK_MAX_BYTES=str(16 * MiB))
+
+    assert report["outcome"].startswith("CodecError: ") and chunk_url(root, 2) in report["outcome"]
+    assert (report["after_kib"] - report["before_kib"]) * 1024 < 32 * MiB, report
+
+
+def _json_listing(count: int) -> bytes:
+    return b"[" + b"0," * count + b'"|O",[' + str(count).encode() + b"]]"
+
+
+def _msgpack_listing(count: int) -> bytes:
+    # array32 header of count + 2 items, count zeros, then the dtype and shape numcodecs appends
+    trailer = bytes(numcodecs.MsgPack().encode(np.zeros(0, object)))[1:]  # without its own array header
+    return b"\xdd" + (count + 2).to_bytes(4, "big") + bytes(count) + trailer
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("codec", "listing"),
+    [(numcodecs.JSON(), _json_listing), (numcodecs.MsgPack(), _msgpack_listing)],
+    ids=["json2", "msgpack2"],
+)
+def test_an_object_chunk_listing_millions_of_elements_is_refused_before_they_are_parsed(
+    tmp_path: Path, codec: Any, listing: Any
+) -> None:
+    # Six million elements in a 16-element chunk: parsed whole they would take 48 MiB of list; the
+    # element count is checked after the chunk's 16 + 2 items instead (numcodecs would allocate
+    # whatever shape the chunk declares).
+    root = tmp_path / "objects.zarr"
+    metadata = v2_array(16, "|O", compressor={"id": "zlib", "level": 1}, filters=[codec.get_config()])
+    write_documents(root, {".zarray": metadata, "0": zlib.compress(listing(6_000_000), 1)})
+
+    report = read_in_a_child(root)
+
+    assert report["outcome"].startswith("CodecError: ") and chunk_url(root, 2) in report["outcome"]
+    assert "more than the 18" in report["outcome"]
+    assert (report["after_kib"] - report["before_kib"]) * 1024 < 40 * MiB, report
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'[0,"|O",[4294967296]]', b'[0,"|O",[65536,65536]]', b'[0,"|O",[1]]', b'[0,"<i8",[16]]', b"[]"],
+    ids=["four-billion", "2-d-four-billion", "too-few", "not-objects", "empty"],
+)
+def test_a_json_chunk_declaring_another_shape_or_dtype_is_a_codec_error_before_allocating(
+    tmp_path: Path, body: bytes
+) -> None:
+    root = tmp_path / "objects.zarr"
+    write_documents(root, {".zarray": v2_array(16, "|O", filters=[{"id": "json2"}]), "0": body})
+
+    with pytest.raises(CodecError, match=chunk_url(root, 2)):
+        za.open_array(str(root), mode="r")[:]
+
+
 # -- honest data that is slightly odd still reads --------------------------------------------------------
 
 DATA = np.arange(1000, dtype="<u2") * 7
@@ -509,6 +574,14 @@ _V2_CHAINS: dict[str, tuple[str, dict | None, list | None]] = {
         [{"id": "vlen-bytes"}],
     ),
     "vlen-utf8": ("|O", None, [{"id": "vlen-utf8"}]),
+    "json2+zlib": ("|O", {"id": "zlib", "level": 1}, [numcodecs.JSON().get_config()]),
+    "msgpack2": ("|O", None, [numcodecs.MsgPack().get_config()]),
+    "vlen-array+zstd": ("|O", {"id": "zstd", "level": 1}, [{"id": "vlen-array", "dtype": "<i4"}]),
+    "categorize+gzip": (
+        "<U3",
+        {"id": "gzip", "level": 1},
+        [{"id": "categorize", "labels": ["ab", "c", "é☃"], "dtype": "<U3", "astype": "|u1"}],
+    ),
 }
 _LE = {"name": "bytes", "configuration": {"endian": "little"}}
 _V3_CHAINS: dict[str, tuple[str, list]] = {
@@ -565,8 +638,15 @@ def _pipeline(zarr_format: int, case: str) -> tuple[CodecPipeline, np.dtype]:
     return CodecPipeline.from_metadata(metadata), dtype
 
 
-def _chunk_of(dtype: np.dtype, seed: int) -> np.ndarray:
+def _chunk_of(dtype: np.dtype, seed: int, case: str = "") -> np.ndarray:
     rng = np.random.default_rng(seed)
+    if "json2" in case or "msgpack2" in case:
+        values = [None, True, 7, -2.5, "é☃", [1, "a"], {"k": [None]}, ""]
+        return _objects([values[i] for i in rng.integers(0, len(values), 20)])
+    if "vlen-array" in case:
+        return _objects([rng.integers(-9, 9, rng.integers(0, 4)).astype("<i4") for _ in range(20)])
+    if dtype.kind == "U":
+        return rng.choice(np.array(["ab", "c", "é☃", ""], dtype=dtype), CHUNK)
     if dtype.kind == "T":
         return np.array(
             ["".join(rng.choice(list("abcé☃"), rng.integers(0, 6))) for _ in range(20)], dtype=dtype
@@ -580,6 +660,30 @@ def _chunk_of(dtype: np.dtype, seed: int) -> np.ndarray:
     if dtype.kind == "f":
         return np.round(rng.normal(size=CHUNK), 2).astype(dtype)
     return rng.integers(-1000, 1000, CHUNK).astype(dtype)
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    """A chunk-shaped object array holding `items` as they are (lists stay list elements)."""
+    chunk = np.empty(len(items), dtype=object)
+    for index, item in enumerate(items):
+        chunk[index] = item
+    return chunk.reshape(CHUNK)
+
+
+def _comparable(chunk: np.ndarray) -> Any:
+    """`chunk` in a form ``==`` compares whole: object elements that are arrays become their lists."""
+    if chunk.dtype.kind != "O":
+        return chunk
+    return [(item.dtype.str, item.tolist()) if isinstance(item, np.ndarray) else item for item in chunk.flat]
+
+
+def assert_same_chunk(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Assert two chunks hold equal elements, object arrays of arrays included."""
+    assert actual.shape == expected.shape
+    if expected.dtype.kind == "O":
+        assert _comparable(actual) == _comparable(expected)
+    else:
+        np.testing.assert_array_equal(actual, expected)
 
 
 _CASES = [(2, case) for case in _V2_CHAINS] + [(3, case) for case in _V3_CHAINS]
@@ -598,7 +702,7 @@ def _decodes_to_chunk_or_codec_error(pipeline: CodecPipeline, body: bytes, dtype
         pipeline.decode_into(body, CHUNK, "c/0/0", out, (slice(4, 8), slice(5, 10)), ())
     except CodecError:
         return chunk
-    np.testing.assert_array_equal(out[4:8, 5:10], chunk)
+    assert_same_chunk(out[4:8, 5:10], chunk)
     return chunk
 
 
@@ -610,14 +714,14 @@ def test_truncated_or_damaged_chunk_bodies_decode_correctly_or_raise_codec_error
     zarr_format: int, case: str, seed: int, cut: int, flips: list[int]
 ) -> None:
     pipeline, dtype = _pipeline(zarr_format, case)
-    chunk = _chunk_of(dtype, seed)
+    chunk = _chunk_of(dtype, seed, case)
     encoded = pipeline.encode(chunk, "c/0/0")
     expected = pipeline.decode(encoded, CHUNK, "c/0/0")
 
     truncated = encoded[: cut % (len(encoded) + 1)]
     decoded = _decodes_to_chunk_or_codec_error(pipeline, truncated, dtype)
     if decoded is not None:
-        np.testing.assert_array_equal(decoded, expected)
+        assert_same_chunk(decoded, expected)
 
     damaged = bytearray(encoded)
     for flip in flips:
@@ -634,7 +738,7 @@ def test_random_chunk_bodies_decode_or_raise_codec_error(
 ) -> None:
     pipeline, dtype = _pipeline(zarr_format, case)
     if prefix_of_real_chunk:  # a real header (Blosc, zstd, LZ4, gzip...) followed by junk
-        body = bytes(pipeline.encode(_chunk_of(dtype, 0), "c/0/0"))[:16] + body
+        body = bytes(pipeline.encode(_chunk_of(dtype, 0, case), "c/0/0"))[:16] + body
     _decodes_to_chunk_or_codec_error(pipeline, body, dtype)
 
 
@@ -703,7 +807,7 @@ def _built_or_metadata_error(build: Any) -> Any:
 def test_codec_from_v2_config_on_any_json_raises_only_metadata_error(codec_json: Any) -> None:
     codec = _built_or_metadata_error(lambda: registry.codec_from_v2_config(codec_json, "'compressor'"))
     if codec is not None:
-        assert codec.codec_id in BYTES_CODEC_IDS | VARIABLE_LENGTH_CODEC_IDS
+        assert codec.codec_id in BYTES_CODEC_IDS | DATA_OBJECT_CODEC_IDS
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -773,6 +877,8 @@ def _one_chunk_store(root: Path, zarr_format: int, case: str) -> str:
         metadata = {**v2_array(0, dtype, compressor, filters), "shape": list(CHUNK), "chunks": list(CHUNK)}
         if dtype == "|O":
             metadata["fill_value"] = None
+        elif dtype.startswith("<U"):
+            metadata["fill_value"] = ""
         elif dtype == "|b1":
             metadata["fill_value"] = False
         write_documents(root, {".zarray": metadata})
@@ -796,7 +902,7 @@ def test_a_strangers_chunk_file_reads_as_an_array_or_a_codec_error_naming_its_ur
     chunk_file.parent.mkdir(parents=True, exist_ok=True)
     z = za.open_array(str(root), mode="r")
     pipeline, dtype = _pipeline(zarr_format, case)
-    real = bytes(pipeline.encode(_chunk_of(dtype, 1), "c/0/0"))
+    real = bytes(pipeline.encode(_chunk_of(dtype, 1, case), "c/0/0"))
 
     @settings(max_examples=30, suppress_health_check=list(HealthCheck), deadline=None)
     @given(body=st.binary(max_size=256), keep=st.integers(0, 64))
@@ -811,7 +917,7 @@ def test_a_strangers_chunk_file_reads_as_an_array_or_a_codec_error_naming_its_ur
 
     read()
     chunk_file.write_bytes(real)
-    np.testing.assert_array_equal(z[:], pipeline.decode(real, CHUNK, "c/0/0"))  # lossy filters round
+    assert_same_chunk(z[:], pipeline.decode(real, CHUNK, "c/0/0"))  # lossy filters round
 
 
 def test_a_bomb_inside_a_shard_is_bounded_by_the_inner_chunk_and_named_by_shard_url_and_inner_chunk(

@@ -3,8 +3,9 @@
 Metadata is written by whoever wrote the store, so it chooses the codecs a read runs. Only
 codecs that describe bytes are built from it: compressors, filters and checksums, each with
 its configuration checked field by field (types and ranges) before numcodecs sees it. Object
-codecs are built only where the format needs them (``vlen-utf8``, ``vlen-bytes``,
-``vlen-array`` for variable-length data); ``pickle`` only when the user sets
+codecs are built only where they describe data and run no code (``vlen-utf8``, ``vlen-bytes``,
+``vlen-array``, ``json2``, ``msgpack2``, for object arrays only, each decoded with a bound:
+`asyncarr.codecs.objects`); ``pickle`` only when the user sets
 ``config.allow_pickle``, since unpickling runs code the data's author chose. Every refusal is a
 `MetadataError` naming the metadata field.
 """
@@ -23,7 +24,15 @@ from asyncarr import config
 from asyncarr.codecs.v3 import shown
 from asyncarr.errors import MetadataError
 
-__all__ = ["BYTES_CODEC_IDS", "VARIABLE_LENGTH_CODEC_IDS", "check_codec_allowed", "validated_v2_config"]
+__all__ = [
+    "BYTES_CODEC_IDS",
+    "DATA_OBJECT_CODEC_IDS",
+    "MAX_CATEGORY_LABELS",
+    "OBJECT_LIST_CODEC_IDS",
+    "VARIABLE_LENGTH_CODEC_IDS",
+    "check_codec_allowed",
+    "validated_v2_config",
+]
 
 Check = Callable[[Any], bool]
 
@@ -72,6 +81,33 @@ def _lzma_filters(value: Any) -> bool:
     return True
 
 
+MAX_CATEGORY_LABELS = 65536
+"""Most labels a ``categorize`` filter's metadata may list."""
+_MAX_CATEGORY_LABEL_CHARACTERS = 1 << 22
+
+
+def _category_labels(value: Any) -> bool:
+    """A list of at most `MAX_CATEGORY_LABELS` strings with at most 4 Mi characters in all."""
+    if not isinstance(value, list) or len(value) > MAX_CATEGORY_LABELS:
+        return False
+    return all(isinstance(label, str) for label in value) and sum(map(len, value)) <= _MAX_CATEGORY_LABEL_CHARACTERS
+
+
+def _unicode_dtype(value: Any) -> bool:
+    """A fixed-length Unicode data type string such as ``"<U5"`` (what ``categorize`` decodes to)."""
+    if not isinstance(value, str) or len(value) > 16:
+        return False
+    try:
+        dtype = np.dtype(value)
+    except Exception:
+        return False
+    return dtype.kind == "U" and dtype.itemsize > 0
+
+
+def _unsigned_dtype(value: Any) -> bool:
+    return isinstance(value, str) and value in ("|u1", "<u2", "<u4", "<u8", ">u2", ">u4", ">u8", "u1", "uint8")
+
+
 _BLOSC_CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib")
 _CHECKSUM_FIELDS: dict[str, Check] = {"location": _one_of("start", "end")}
 
@@ -110,6 +146,8 @@ _BYTES_CODEC_FIELDS: dict[str, dict[str, Check]] = {
     "packbits": {},
     "astype": {"encode_dtype": _numeric_dtype, "decode_dtype": _numeric_dtype},
     "shuffle": {"elementsize": _int_in(1, 2**16)},
+    # fixed-length strings as small integers; the labels come from the metadata, so are bounded
+    "categorize": {"labels": _category_labels, "dtype": _unicode_dtype, "astype": _unsigned_dtype},
     # checksums
     "crc32": _CHECKSUM_FIELDS,
     "crc32c": _CHECKSUM_FIELDS,
@@ -124,8 +162,36 @@ _REQUIRED_FIELDS = {
     "quantize": ("digits", "dtype"),
     "bitround": ("keepbits",),
     "astype": ("encode_dtype", "decode_dtype"),
+    "categorize": ("labels", "dtype"),
 }
+
+
+def _bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _separators(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(part, str) and len(part) <= 8 for part in value)
+    )
+
+
 _OBJECT_CODEC_FIELDS: dict[str, dict[str, Check]] = {
+    # JSON and MessagePack describe data: decoding them builds lists, dicts, numbers and strings.
+    "json2": {
+        "encoding": _one_of("utf-8", "utf8", "ascii", "utf-16", "utf-32", "latin-1"),
+        "skipkeys": _bool,
+        "ensure_ascii": _bool,
+        "check_circular": _bool,
+        "allow_nan": _bool,
+        "indent": _optional(_int_in(0, 16)),
+        "separators": _optional(_separators),
+        "sort_keys": _bool,
+        "strict": _bool,
+    },
+    "msgpack2": {"raw": _bool, "use_single_float": _bool, "use_bin_type": _bool},
     "vlen-utf8": {},
     "vlen-bytes": {},
     "vlen-array": {"dtype": _numeric_dtype},
@@ -135,12 +201,16 @@ _OBJECT_CODEC_FIELDS: dict[str, dict[str, Check]] = {
 BYTES_CODEC_IDS = frozenset(_BYTES_CODEC_FIELDS)
 """numcodecs ids metadata may always build: compressors, filters and checksums of bytes."""
 VARIABLE_LENGTH_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
-"""Object codecs metadata may build, for the variable-length data types that need them only."""
+"""Object codecs with numcodecs' variable-length layout (an element count, then length-prefixed items)."""
+OBJECT_LIST_CODEC_IDS = frozenset({"json2", "msgpack2"})
+"""Object codecs that store a chunk as one list of its elements, then its dtype and shape."""
+DATA_OBJECT_CODEC_IDS = VARIABLE_LENGTH_CODEC_IDS | OBJECT_LIST_CODEC_IDS
+"""Object codecs metadata may build (for object data types only): they describe data and run no code."""
 
 
 def check_codec_allowed(codec_id: str, where: str) -> None:
     """Raise `MetadataError` naming `where` unless metadata may build the numcodecs codec `codec_id`."""
-    if codec_id in BYTES_CODEC_IDS or codec_id in VARIABLE_LENGTH_CODEC_IDS:
+    if codec_id in BYTES_CODEC_IDS or codec_id in DATA_OBJECT_CODEC_IDS:
         return
     if codec_id in config.get("trusted_codecs"):
         return
@@ -152,10 +222,10 @@ def check_codec_allowed(codec_id: str, where: str) -> None:
             "the data. If you trust this data, allow it explicitly with "
             "asyncarr.config.set(allow_pickle=True) (or ASYNCARR_ALLOW_PICKLE=1)"
         )
-    allowed = ", ".join(sorted(BYTES_CODEC_IDS | VARIABLE_LENGTH_CODEC_IDS))
+    allowed = ", ".join(sorted(BYTES_CODEC_IDS | DATA_OBJECT_CODEC_IDS))
     raise MetadataError(
-        f"{where}: codec {shown(codec_id)} is refused: metadata may only name codecs that describe bytes "
-        f"({allowed}); object codecs other than vlen-utf8/vlen-bytes/vlen-array are never built from it. "
+        f"{where}: codec {shown(codec_id)} is refused: metadata may only name codecs that describe data "
+        f"({allowed}); other object codecs are never built from it. "
         f"If you registered this codec yourself and trust it, add it with "
         f"asyncarr.config.set(trusted_codecs=[{shown(codec_id)}])"
     )

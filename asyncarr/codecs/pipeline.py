@@ -26,8 +26,9 @@ from numcodecs import blosc
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
-from asyncarr.codecs.allowlist import VARIABLE_LENGTH_CODEC_IDS
+from asyncarr.codecs.allowlist import DATA_OBJECT_CODEC_IDS, OBJECT_LIST_CODEC_IDS, VARIABLE_LENGTH_CODEC_IDS
 from asyncarr.codecs.bounded import check_vlen_count
+from asyncarr.codecs.objects import decode_categories, decode_object_list
 from asyncarr.codecs.registry import codec_from_v2_config
 from asyncarr.codecs.v3 import (
     ArrayArrayCodec,
@@ -44,7 +45,13 @@ from asyncarr.codecs.v3 import (
     shown,
 )
 from asyncarr.errors import CodecError, MetadataError
-from asyncarr.metadata.dtypes import find_object_codec_id, is_variable_length, object_codec_id
+from asyncarr.metadata.dtypes import (
+    OBJECT_CODEC_IDS,
+    PYTHON_OBJECT_CODEC_IDS,
+    find_object_codec_id,
+    is_variable_length,
+    object_codec_id,
+)
 
 __all__ = ["CodecPipeline", "naming_url"]
 
@@ -63,6 +70,8 @@ class CodecPipeline(abc.ABC):
         # Variable-length strings (StringDType) and bytes (object): chunks hold Python objects,
         # so they are never decoded straight into the output's memory.
         self.variable_length = is_variable_length(self.dtype)
+        # Object arrays of arbitrary Python objects (v2 json2, msgpack2, vlen-array, pickle), not bytes.
+        self.python_objects = False
         self._whole_chunk_decoders: dict[tuple[int, ...], _PlainChainDecoder | None] = {}
 
     @staticmethod
@@ -151,7 +160,7 @@ class CodecPipeline(abc.ABC):
         """Encode one chunk (an array of the chunk's shape) into the bytes to store."""
         chunk = np.asarray(chunk)
         try:
-            if self.dtype.kind == "O":
+            if self.dtype.kind == "O" and not self.python_objects:
                 chunk = _exact_bytes(chunk)
             return ensure_bytes(self._encode(chunk))
         except Exception as exc:
@@ -265,7 +274,13 @@ def _fill(buffer: np.ndarray, decoded: Buffer) -> None:
 
 
 # v2 filters whose output has as many elements as their input, in another data type.
-_RETYPING_FILTERS = {"delta": "astype", "fixedscaleoffset": "astype", "quantize": "astype", "astype": "encode_dtype"}
+_RETYPING_FILTERS = {
+    "delta": "astype",
+    "fixedscaleoffset": "astype",
+    "quantize": "astype",
+    "astype": "encode_dtype",
+    "categorize": "astype",
+}
 _CHECKSUM_FILTERS = frozenset({"crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3"})
 
 
@@ -314,7 +329,7 @@ def _exact_bytes(chunk: np.ndarray) -> np.ndarray:
 
 
 def _object_chunk(decoded: Any, chunk_shape: tuple[int, ...], order: str, dtype: np.dtype) -> np.ndarray:
-    """Shape the flat object array an object codec (VLenUTF8, VLenBytes) decoded into a chunk of `dtype`."""
+    """Shape the object array an object codec (VLenUTF8, VLenBytes, JSON, ...) decoded into a chunk of `dtype`."""
     items = np.asarray(decoded)
     expected = math.prod(chunk_shape)
     if items.dtype != object or items.size != expected:
@@ -339,16 +354,37 @@ class _V2Pipeline(CodecPipeline):
         self._filters: list[Codec] = [
             codec_from_v2_config(config, f"'filters'[{position}]") for position, config in enumerate(filters)
         ]
+        if self._compressor is not None and self._compressor.codec_id in OBJECT_CODEC_IDS:
+            raise MetadataError(
+                f"'compressor': the object codec {self._compressor.codec_id!r} serializes object arrays; "
+                "it belongs among the 'filters'"
+            )
         if not self.variable_length:
             for where, codec in [("'compressor'", self._compressor), *(("'filters'", f) for f in self._filters)]:
-                if codec is not None and codec.codec_id in VARIABLE_LENGTH_CODEC_IDS:
+                if codec is not None and codec.codec_id in DATA_OBJECT_CODEC_IDS:
                     raise MetadataError(
-                        f"{where}: the object codec {codec.codec_id!r} serializes variable-length data, "
+                        f"{where}: the object codec {codec.codec_id!r} serializes object arrays, "
                         f"but the data type is {self.dtype}"
                     )
+        for position, codec in enumerate(self._filters):
+            if codec.codec_id == "categorize" and (position != 0 or codec.dtype != self.dtype):
+                raise MetadataError(
+                    f"'filters'[{position}]: 'categorize' of {codec.dtype} strings must be the first filter of an "
+                    f"array of that data type; the array's is {self.dtype}"
+                )
         if self.variable_length:
-            found = find_object_codec_id([*(metadata.filters or ()), metadata.compressor])
-            if found != object_codec_id(self.dtype):
+            configs = [*(metadata.filters or ()), metadata.compressor]
+            found = find_object_codec_id(configs)
+            self.python_objects = self.dtype.kind == "O" and found in PYTHON_OBJECT_CODEC_IDS
+            if self.python_objects:
+                ids = [config.get("id") for config in configs if isinstance(config, dict)]
+                first_filter = self._filters[0].codec_id if self._filters else None
+                if first_filter != found or sum(codec_id in OBJECT_CODEC_IDS for codec_id in ids) != 1:
+                    raise MetadataError(
+                        f"the object codec {found!r} must be the first filter and the only object codec, "
+                        f"got {shown(ids)}"
+                    )
+            elif found != object_codec_id(self.dtype):
                 raise MetadataError(
                     f"data type {self.dtype} needs the object codec {object_codec_id(self.dtype)!r} among the "
                     f"filters, found {found!r}"
@@ -393,6 +429,12 @@ class _V2Pipeline(CodecPipeline):
                     f"expected {filtered_nbytes}"
                 )
         for codec in reversed(self._filters):
+            if codec.codec_id in OBJECT_LIST_CODEC_IDS:
+                decoded = decode_object_list(codec, decoded, math.prod(chunk_shape))
+                continue
+            if codec.codec_id == "categorize":
+                decoded = decode_categories(codec, decoded)
+                continue
             if codec.codec_id in VARIABLE_LENGTH_CODEC_IDS:
                 check_vlen_count(decoded, math.prod(chunk_shape))
             decoded = codec.decode(decoded)

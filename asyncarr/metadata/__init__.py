@@ -38,8 +38,9 @@ from asyncarr.metadata.dtypes import (
     object_codec_id,
     parse_dtype,
     parse_fill_value,
+    python_object_fill_value,
 )
-from asyncarr.metadata.v2 import ArrayMetadataV2, GroupMetadataV2
+from asyncarr.metadata.v2 import ArrayMetadataV2, GroupMetadataV2, holds_python_objects
 from asyncarr.metadata.v3 import DEFAULT_CHUNK_KEY_ENCODING, ArrayMetadataV3, GroupMetadataV3
 
 __all__ = [
@@ -329,7 +330,6 @@ def create_array_metadata(
     except MetadataError as exc:
         raise ValueError(str(exc)) from None
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
-    fill_value = _creation_fill_value(zarr_format, fill_value, dtype)
     attributes = {} if attributes is None else attributes
     if zarr_format == 2:
         for name, value in (("codecs", codecs), ("shards", shards), ("dimension_names", dimension_names)):
@@ -339,6 +339,11 @@ def create_array_metadata(
         compressors = _codec_list(compressor, "compressor")
         if len(compressors) > 1:
             raise ValueError("zarr_format=2 arrays take at most one compressor")
+        if holds_python_objects(dtype, filters_json, compressors[0] if compressors else None):
+            # zarr-python 2's default fill value for object arrays is 0, kept as written.
+            fill_value = 0 if isinstance(fill_value, DefaultFillValue) else python_object_fill_value(fill_value)
+        else:
+            fill_value = _creation_fill_value(zarr_format, fill_value, dtype)
         return ArrayMetadataV2(
             shape=shape,
             chunks=chunks,
@@ -351,6 +356,7 @@ def create_array_metadata(
             attributes=attributes,
         )
 
+    fill_value = _creation_fill_value(zarr_format, fill_value, dtype)
     if codecs is not None:
         if compressor is not None or filters is not None:
             raise ValueError("pass either codecs= (the full v3 chain) or compressor=/filters=, not both")

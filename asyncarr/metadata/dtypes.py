@@ -31,6 +31,7 @@ __all__ = [
     "BYTES_DTYPE",
     "DEFAULT_FILL_VALUE",
     "OBJECT_CODEC_IDS",
+    "PYTHON_OBJECT_CODEC_IDS",
     "STRING_DTYPE",
     "coerce_fill_value",
     "default_fill_value",
@@ -43,6 +44,7 @@ __all__ = [
     "object_codec_id",
     "parse_dtype",
     "parse_fill_value",
+    "python_object_fill_value",
 ]
 
 _HAS_STRING_DTYPE = hasattr(np.dtypes, "StringDType")
@@ -52,7 +54,14 @@ BYTES_DTYPE: np.dtype = np.dtype(object)
 """In-memory dtype of variable-length byte strings (v3 ``"bytes"``; v2 ``"|O"`` + ``vlen-bytes``)."""
 OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "json2", "msgpack2")
 """numcodecs ids of the codecs that serialize v2 object arrays (zarr-python's list)."""
-_DTYPE_OF_OBJECT_CODEC = {"vlen-utf8": STRING_DTYPE, "vlen-bytes": BYTES_DTYPE}
+PYTHON_OBJECT_CODEC_IDS = frozenset({"json2", "msgpack2", "vlen-array", "pickle"})
+"""Object codecs of v2 ``"|O"`` arrays of arbitrary Python objects (lists, dicts, numbers, ndarrays),
+whose fill value is any JSON scalar, kept as written (zarr-python 2 writes ``0``)."""
+_DTYPE_OF_OBJECT_CODEC = {
+    "vlen-utf8": STRING_DTYPE,
+    "vlen-bytes": BYTES_DTYPE,
+    **{codec_id: np.dtype(object) for codec_id in PYTHON_OBJECT_CODEC_IDS},
+}
 
 _V3_CORE_NAMES = {
     "bool": "bool",
@@ -136,8 +145,8 @@ def dtype_for_object_codec(codec_id: str) -> np.dtype:
     if codec_id in _DTYPE_OF_OBJECT_CODEC:
         return _DTYPE_OF_OBJECT_CODEC[codec_id]
     raise MetadataError(
-        f"object codec {codec_id!r} is not supported: asyncarr reads and writes object arrays of "
-        "variable-length strings ('vlen-utf8') and bytes ('vlen-bytes')"
+        f"object codec {codec_id!r} is not supported: asyncarr reads and writes object arrays with "
+        f"the object codecs {sorted(_DTYPE_OF_OBJECT_CODEC)}"
     )
 
 
@@ -147,6 +156,22 @@ def find_object_codec_id(codecs: Iterable[Any]) -> str | None:
         if isinstance(config, Mapping) and config.get("id") in OBJECT_CODEC_IDS:
             return config["id"]
     return None
+
+
+def python_object_fill_value(value: Any) -> Any:
+    """Return the fill value of an array of Python objects (a JSON scalar: None, bool, int, finite
+    float or str, kept as is, as zarr-python 2 does); ValueError for anything else."""
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        value = value.item()
+    for kind in (bool, int, str):  # bool before int: True is an int too
+        if isinstance(value, kind):
+            return kind(value)
+    if value is None or (isinstance(value, float) and math.isfinite(value)):
+        return value if value is None else float(value)
+    raise ValueError(
+        f"fill_value {short_repr(value)} is not valid for an array of Python objects: expected None, a bool, "
+        "an int, a finite float or a str"
+    )
 
 
 def _check_supported(dtype: np.dtype, shown: Any) -> np.dtype:
@@ -188,7 +213,7 @@ def _parse_dtype_v2(value: Any, object_codec_id: str | None) -> np.dtype:
         if object_codec_id is None:
             raise MetadataError(
                 f"data type {short_repr(value)} needs an object codec in 'filters' ('vlen-utf8' for strings, "
-                "'vlen-bytes' for bytes); object arrays of other Python objects are not supported yet"
+                "'vlen-bytes' for bytes, 'json2', 'msgpack2' or 'vlen-array' for other Python objects)"
             )
         return dtype_for_object_codec(object_codec_id)
     if dtype.kind in "SU" and dtype.itemsize == 0:

@@ -19,6 +19,7 @@ from asyncarr.metadata._json import (
     short_repr,
 )
 from asyncarr.metadata.dtypes import (
+    PYTHON_OBJECT_CODEC_IDS,
     coerce_fill_value,
     dtype_for_object_codec,
     dtype_to_json,
@@ -29,9 +30,10 @@ from asyncarr.metadata.dtypes import (
     object_codec_id,
     parse_dtype,
     parse_fill_value,
+    python_object_fill_value,
 )
 
-__all__ = ["ArrayMetadataV2", "GroupMetadataV2"]
+__all__ = ["ArrayMetadataV2", "GroupMetadataV2", "holds_python_objects"]
 
 _ARRAY_FIELDS = ("zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters")
 
@@ -73,6 +75,14 @@ def _with_object_codec(
     if dtype.kind != "O" and resolved != dtype:
         raise ValueError(f"data type {dtype} cannot be stored with the object codec {found!r}")
     return resolved, tuple(filters or ())
+
+
+def holds_python_objects(dtype: Any, filters: Any, compressor: Any) -> bool:
+    """Whether a v2 array of `dtype` with these codec configs holds arbitrary Python objects
+    (``"|O"`` with ``json2``, ``msgpack2``, ``vlen-array`` or ``pickle``) rather than strings or bytes."""
+    return np.dtype(dtype).kind == "O" and find_object_codec_id(_codecs_of(filters, compressor)) in (
+        PYTHON_OBJECT_CODEC_IDS
+    )
 
 
 def _attributes_documents(attributes: dict[str, Any]) -> dict[str, bytes]:
@@ -118,7 +128,10 @@ class ArrayMetadataV2:
         set_field(self, "shape", shape)
         set_field(self, "chunks", chunks)
         set_field(self, "dtype", dtype)
-        set_field(self, "fill_value", coerce_fill_value(self.fill_value, dtype))
+        if holds_python_objects(dtype, filters, compressor):
+            set_field(self, "fill_value", python_object_fill_value(self.fill_value))
+        else:
+            set_field(self, "fill_value", coerce_fill_value(self.fill_value, dtype))
         set_field(self, "compressor", compressor)
         set_field(self, "filters", filters)
         set_field(self, "attributes", _check_attributes(self.attributes))
@@ -127,6 +140,11 @@ class ArrayMetadataV2:
     def zarr_format(self) -> Literal[2]:
         """The Zarr format version: 2."""
         return 2
+
+    @property
+    def holds_python_objects(self) -> bool:
+        """Whether the array holds arbitrary Python objects (``json2``, ``msgpack2``, ``vlen-array``, ``pickle``)."""
+        return holds_python_objects(self.dtype, self.filters, self.compressor)
 
     @property
     def ndim(self) -> int:
@@ -148,7 +166,9 @@ class ArrayMetadataV2:
             "compressor": copy.deepcopy(self.compressor),
             "dimension_separator": self.dimension_separator,
             "dtype": dtype_to_json(2, self.dtype),
-            "fill_value": fill_value_to_json(2, self.fill_value, self.dtype),
+            "fill_value": self.fill_value
+            if self.holds_python_objects
+            else fill_value_to_json(2, self.fill_value, self.dtype),
             "filters": None if self.filters is None else copy.deepcopy(list(self.filters)),
             "order": self.order,
             "shape": list(self.shape),
@@ -186,8 +206,11 @@ class ArrayMetadataV2:
         except MetadataError as exc:
             raise MetadataError(f"{doc_path}: 'dtype': {exc}") from None
         try:
-            fill_value = parse_fill_value(2, document["fill_value"], dtype)
-        except MetadataError as exc:
+            if holds_python_objects(dtype, document["filters"], document["compressor"]):
+                fill_value = python_object_fill_value(document["fill_value"])
+            else:
+                fill_value = parse_fill_value(2, document["fill_value"], dtype)
+        except ValueError as exc:
             raise MetadataError(f"{doc_path}: {exc}") from None
         try:
             return cls(
