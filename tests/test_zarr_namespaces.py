@@ -329,6 +329,34 @@ def test_lru_store_cache_evicts_least_recently_used_and_caches_listings() -> Non
     assert copy.max_size == 10 and copy.current_size == 0
 
 
+class GatedStore(MemoryStore):
+    """A memory store whose reads wait for ``gate`` after reading: a read that overlaps a write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        value = await super().get(key, byte_range)
+        await self.gate.wait()
+        return value
+
+
+def test_lru_store_cache_never_keeps_a_value_read_before_its_own_write() -> None:
+    async def main() -> None:
+        inner = GatedStore()
+        await inner.set("k", b"old")
+        cache = storage.LRUStoreCache(inner, max_size=None)
+        slow_read = asyncio.create_task(cache.get("k"))
+        await asyncio.sleep(0)  # the read has fetched b"old" and waits
+        inner.gate.set()
+        await cache.set("k", b"new")
+        assert await slow_read == b"old"
+        assert await cache.get("k") == b"new"  # the old value was not cached behind the write
+
+    asyncio.run(main())
+
+
 def test_lru_store_cache_close_blocks_and_closes_what_it_wraps(tmp_path: pathlib.Path) -> None:
     cache = za.LRUStoreCache(za.ZipStore(tmp_path / "a.zip", mode="w"), max_size=None)
     z = za.create(shape=(4,), chunks=(2,), dtype="i4", store=cache)

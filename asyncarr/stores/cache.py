@@ -101,6 +101,9 @@ class LRUStoreCache(WrapperStore):
         self._values: OrderedDict[str, bytes] = OrderedDict()
         self._current_size = 0
         self._listings: dict[tuple[str, str], list[str]] = {}
+        # Counts invalidations: a read that began before one does not cache what it read, so a
+        # read racing this cache's own write never leaves the old value behind.
+        self._generation = 0
         self.hits = 0
         """Reads answered from the cache."""
         self.misses = 0
@@ -125,6 +128,7 @@ class LRUStoreCache(WrapperStore):
     def invalidate(self) -> None:
         """Forget every cached value and listing (after someone else changed the wrapped store)."""
         with self._lock:
+            self._generation += 1
             self._values.clear()
             self._current_size = 0
             self._listings.clear()
@@ -132,12 +136,14 @@ class LRUStoreCache(WrapperStore):
     def invalidate_values(self) -> None:
         """Forget every cached value."""
         with self._lock:
+            self._generation += 1
             self._values.clear()
             self._current_size = 0
 
     def invalidate_keys(self) -> None:
         """Forget every cached listing."""
         with self._lock:
+            self._generation += 1
             self._listings.clear()
 
     def _cached(self, key: str) -> bytes | None:
@@ -150,9 +156,11 @@ class LRUStoreCache(WrapperStore):
             self.hits += 1
             return value
 
-    def _remember(self, key: str, value: bytes) -> None:
+    def _remember(self, key: str, value: bytes, generation: int) -> None:
         size = len(value)
         with self._lock:
+            if generation != self._generation:
+                return  # invalidated while it was being read: it may be the old value
             if self.max_size is not None and size > self.max_size:
                 return  # would push out everything and still not fit
             previous = self._values.pop(key, None)
@@ -166,6 +174,7 @@ class LRUStoreCache(WrapperStore):
 
     def _forget(self, key: str | None = None, prefix: str | None = None) -> None:
         with self._lock:
+            self._generation += 1
             self._listings.clear()
             keys = [key] if key is not None else [k for k in self._values if prefix is None or k.startswith(prefix)]
             for name in keys:
@@ -178,13 +187,14 @@ class LRUStoreCache(WrapperStore):
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """The value at ``key``: from the cache, or read whole from the wrapped store and cached."""
         key = validate_key(key)
+        generation = self._generation
         value = self._cached(key)
         if value is None:
             value = await self.inner.get(key)
             if value is None:
                 return None  # missing keys are not cached
             value = bytes(value)
-            self._remember(key, value)
+            self._remember(key, value, generation)
         return value if byte_range is None else byte_range.apply(value)
 
     async def exists(self, key: str) -> bool:
@@ -206,9 +216,8 @@ class LRUStoreCache(WrapperStore):
         """Write through to the wrapped store and invalidate ``key`` and every listing."""
         self._check_writable()
         key = validate_key(key)
-        self._forget(key)
         await self.inner.set(key, value)
-        self._forget(key)  # a read racing the write may have cached the old value
+        self._forget(key)
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Write many values through ``set``."""
@@ -234,11 +243,13 @@ class LRUStoreCache(WrapperStore):
     async def _listing(self, kind: str, prefix: str) -> list[str]:
         with self._lock:
             names = self._listings.get((kind, prefix))
+            generation = self._generation
         if names is None:
             source = self.inner.list_prefix(prefix) if kind == "prefix" else self.inner.list_dir(prefix)
             names = [name async for name in source]
             with self._lock:
-                self._listings[(kind, prefix)] = names
+                if generation == self._generation:
+                    self._listings[(kind, prefix)] = names
         return list(names)
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
