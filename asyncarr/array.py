@@ -16,7 +16,7 @@ from .chunk_io import ChunkIO
 from .codecs.pipeline import CodecPipeline
 from .concurrency import for_each_concurrently
 from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError, StoreError
-from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer, block_selection_slices
+from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer, block_result, block_selection_slices
 from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
 from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer
@@ -289,7 +289,7 @@ class AsyncArray(PickledByConfiguration):
 
     async def get_block_selection(self, selection: Any) -> Any:
         """Read whole chunks by their grid indices (shards when sharded, as zarr-python does), edge ones truncated."""
-        return await self.get_basic_selection(self.block_slices(selection))
+        return block_result(await self.get_basic_selection(self.block_slices(selection)), self.dtype)
 
     async def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole chunks by their grid indices (shards when sharded); ``value`` broadcasts to their data."""

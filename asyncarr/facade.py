@@ -20,6 +20,7 @@ import numpy as np
 from . import api
 from .array import AsyncArray
 from .group import AsyncGroup
+from .indexing import block_result
 from .sync_loop import _opened_stores, _read, _run
 
 __all__ = ["Array", "Attributes", "BlockIndex", "Group", "OIndex", "VIndex", "facade_of"]
@@ -195,7 +196,7 @@ class Array:
 
     def get_block_selection(self, selection: Any) -> Any:
         """Read whole chunks (shards when sharded) by their grid indices."""
-        return _read(self.async_array, "basic", self.async_array.block_slices(selection))
+        return block_result(_read(self.async_array, "basic", self.async_array.block_slices(selection)), self.dtype)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole chunks (shards when sharded) by their grid indices."""
@@ -289,7 +290,8 @@ class BlockIndex:
         self._async_array = async_array
 
     def __getitem__(self, selection: Any) -> Any:
-        return _read(self._async_array, "basic", self._async_array.block_slices(selection))
+        selected = _read(self._async_array, "basic", self._async_array.block_slices(selection))
+        return block_result(selected, self._async_array.dtype)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         _run(self._async_array.set_block_selection(selection, value))

@@ -54,6 +54,7 @@ __all__ = [
     "IntDimIndexer",
     "OrthogonalIndexer",
     "SliceDimIndexer",
+    "block_result",
     "block_selection_slices",
 ]
 
@@ -485,3 +486,12 @@ def _block_bound(bound: Any, default: int, nblocks: int) -> int:
     if not _is_int(bound):
         raise IndexError(f"block indexing takes integer slice bounds; got {type(bound).__name__}")
     return int(bound) + nblocks if bound < 0 else int(bound)
+
+
+def block_result(selected: Any, dtype: np.dtype) -> np.ndarray:
+    """A block read as an ndarray always: a 0-d array's block is a 0-d array, as zarr-python returns it."""
+    if isinstance(selected, np.ndarray):
+        return selected
+    result = np.empty((), dtype=dtype)
+    result[()] = selected
+    return result

@@ -171,3 +171,23 @@ def test_wrong_value_shape_is_a_value_error() -> None:
 
 def test_slices_are_chunk_boundaries() -> None:
     assert block_selection_slices((1, slice(None)), (10, 10), (3, 4)) == (slice(3, 6), slice(0, 12))
+
+
+@pytest.mark.parametrize("selection", [(), ...])
+def test_zero_dimensional_block_is_a_zero_dimensional_array(selection: Any) -> None:
+    ours = za.create_array(store=None, shape=(), dtype="i4", fill_value=3)
+    theirs = zarr.create_array(store={}, shape=(), dtype="i4", fill_value=3)
+    mine, reference = ours.blocks[selection], theirs.blocks[selection]
+    assert isinstance(mine, np.ndarray) and isinstance(reference, np.ndarray)
+    assert mine.shape == reference.shape == () and mine == reference == 3
+    assert isinstance(asyncio.run(ours.async_array.get_block_selection(selection)), np.ndarray)
+
+
+@pytest.mark.parametrize("selection", [(slice(None),), (0,)])
+def test_empty_axis_has_no_blocks_as_in_zarr_python(selection: Any) -> None:
+    ours = za.create_array(store=None, shape=(0, 4), chunks=(2, 2), dtype="i4")
+    theirs = zarr.create_array(store={}, shape=(0, 4), chunks=(2, 2), dtype="i4")
+    with pytest.raises(IndexError):
+        theirs.blocks[selection]
+    with pytest.raises(IndexError):
+        ours.blocks[selection]
