@@ -32,7 +32,7 @@ from .metadata import (
 from .nodes import check_not_inside_local_array, join_path, normalize_path, read_documents, write_documents
 from .stores.base import Store
 from .stores.url import as_store
-from .tree import Tree, TreeNode
+from .tree import Tree
 
 #: The public functions, listed once: `asyncarr` re-exports them and `asyncarr.sync` makes a
 #: blocking twin of each (`asyncarr.sync_functions`).
@@ -593,17 +593,8 @@ async def open_consolidated(
 
 
 async def tree(grp: Any, expand: bool | None = None, level: int | None = None) -> Tree:
-    """The hierarchy below group ``grp``, ``level`` levels deep (all of it by default); ``expand`` is accepted."""
-    drawn = await getattr(grp, "async_group", grp).tree()
-    if level is None:
-        return drawn
-    if level < 0:
-        raise ValueError(f"level must be 0 or more, got {level}")
-
-    def cut(node: TreeNode, depth: int) -> TreeNode:
-        return TreeNode(node.label, () if depth >= level else tuple(cut(child, depth + 1) for child in node.children))
-
-    return Tree(cut(drawn.root, 0))
+    """The hierarchy below group ``grp``, as ``grp.tree(expand, level)`` draws it (zarr 3's ``level``)."""
+    return await getattr(grp, "async_group", grp).tree(expand=expand, level=level)
 
 
 def _node_document(spec: Mapping[str, Any]) -> dict[str, Any]:
