@@ -231,6 +231,8 @@ def test_fsspec_store_from_url_opens_asyncarrs_store_and_closes_blocking(tmp_pat
     reader = storage.FsspecStore.from_url(str(tmp_path / "theirs"), read_only=True)
     assert reader.read_only and reader.url == (tmp_path / "theirs").as_uri()
     np.testing.assert_array_equal(za.open_array(reader, mode="r")[:], DATA)
+    with pytest.raises(TypeError, match="from_url"):
+        storage.FsspecStore(object())  # type: ignore[arg-type] - zarr's FsspecStore(fs, path=...) takes an fsspec filesystem
 
 
 def test_fsspec_store_from_an_s3_url_closes_its_clients_when_close_returns(recwarn: pytest.WarningsRecorder) -> None:

@@ -242,6 +242,14 @@ class NestedDirectoryStore(DirectoryStore):
 class FsspecStore(WrapperStore):
     """zarr 3's ``FsspecStore``, opened with ``FsspecStore.from_url``: asyncarr's own store for the URL."""
 
+    def __init__(self, store: Store, *, read_only: bool | None = None) -> None:
+        if not isinstance(store, Store):
+            raise TypeError(
+                f"FsspecStore wraps an asyncarr store, not {type(store).__name__}: open one with "
+                "FsspecStore.from_url(url, storage_options=..., read_only=...), which uses asyncarr's own drivers"
+            )
+        super().__init__(store, read_only=read_only)
+
     @classmethod
     def from_url(
         cls, url: str, storage_options: Mapping[str, Any] | None = None, read_only: bool = False
