@@ -282,7 +282,7 @@ CORRUPT_V2 = [
     ({".zarray": _changed(V2_ARRAY, chunks=[2])}, "'chunks' [2] has 1 dimensions but 'shape' [4, 4] has 2"),
     ({".zarray": _changed(V2_ARRAY, dtype="<q9")}, "'dtype': unknown data type '<q9'"),
     ({".zarray": _changed(V2_ARRAY, dtype="|O")}, "'dtype': data type '|O' needs an object codec in 'filters'"),
-    ({".zarray": _changed(V2_ARRAY, dtype=[["a", "<i4"]])}, "structured data types are not supported"),
+    ({".zarray": _changed(V2_ARRAY, dtype=[["a", "|O"]])}, "objects cannot be record fields"),
     ({".zarray": _changed(V2_ARRAY, dtype="<M8")}, "needs a unit"),
     ({".zarray": _changed(V2_ARRAY, zarr_format=3)}, "'zarr_format' must be 2"),
     ({".zarray": _changed(V2_ARRAY, order="X")}, "'order' must be 'C' or 'F'"),
@@ -447,8 +447,8 @@ def test_create_array_metadata_rejects_bad_arguments():
         create_array_metadata(zarr_format=2, shape=(4,), chunks=2, dtype="S3", fill_value="abcdef")
     with pytest.raises(ValueError, match="contradicts"):
         create_array_metadata(zarr_format=3, dimension_separator=".", chunk_key_encoding={"name": "default"}, **base)
-    with pytest.raises(ValueError, match="not supported"):
-        create_array_metadata(zarr_format=3, shape=(4,), chunks=2, dtype=[("a", "i4")])
+    with pytest.raises(ValueError, match="objects cannot be record fields"):
+        create_array_metadata(zarr_format=3, shape=(4,), chunks=2, dtype=[("a", "O")])
     with pytest.raises(TypeError):
         create_array_metadata(zarr_format=3, shape=(4,), chunks=2, dtype="nonsense")
 

@@ -19,7 +19,7 @@ import base64
 import binascii
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,9 @@ __all__ = [
     "object_codec_id",
     "parse_dtype",
     "parse_fill_value",
+    "pop_fields",
     "python_object_fill_value",
+    "select_fields",
 ]
 
 _HAS_STRING_DTYPE = hasattr(np.dtypes, "StringDType")
@@ -174,11 +176,49 @@ def python_object_fill_value(value: Any) -> Any:
     )
 
 
+_MAX_STRUCTURED_FIELDS = 1024
+_MAX_STRUCTURED_NESTING = 8
+_MAX_FIELD_ELEMENTS = 1 << 16
+_MAX_FIELD_NAME = 256
+
+
+def _check_structured(dtype: np.dtype, shown: Any, depth: int = 0) -> None:
+    """Raise MetadataError unless `dtype` is a packed record of supported fields (numbers, bools,
+    times, fixed-length strings and bytes, nested records, fixed-shape sub-arrays of these)."""
+    if depth > _MAX_STRUCTURED_NESTING or len(dtype.names) > _MAX_STRUCTURED_FIELDS:
+        raise MetadataError(f"data type {short_repr(shown)}: more fields or nesting than a structured type may have")
+    offset = 0
+    for name in dtype.names:
+        field, field_offset = dtype.fields[name][:2]
+        if not name or len(name) > _MAX_FIELD_NAME or field_offset != offset or len(dtype.fields[name]) > 2:
+            raise MetadataError(
+                f"data type {short_repr(shown)}: field {short_repr(name)}: fields need names of 1 to "
+                f"{_MAX_FIELD_NAME} characters, no titles and no padding between them"
+            )
+        offset += field.itemsize
+        base = field
+        if field.subdtype is not None:
+            base, shape = field.subdtype
+            if math.prod(shape) > _MAX_FIELD_ELEMENTS or base.subdtype is not None:
+                raise MetadataError(f"data type {short_repr(shown)}: field {name!r} has too large a sub-array")
+        if base.fields is not None:
+            _check_structured(base, shown, depth + 1)
+        elif base.hasobject or is_variable_length(base):
+            raise MetadataError(f"data type {short_repr(shown)}: field {name!r}: objects cannot be record fields")
+        else:
+            _check_supported(base, shown)
+    if offset != dtype.itemsize or offset == 0:
+        raise MetadataError(f"data type {short_repr(shown)}: a structured type must be packed and not empty")
+
+
 def _check_supported(dtype: np.dtype, shown: Any) -> np.dtype:
     if is_variable_length(dtype):
         return normalize_dtype(dtype)
-    if dtype.fields is not None or dtype.subdtype is not None:
-        raise MetadataError(f"data type {shown!r}: structured and sub-array data types are not supported")
+    if dtype.fields is not None:
+        _check_structured(dtype, shown)
+        return dtype
+    if dtype.subdtype is not None:
+        raise MetadataError(f"data type {shown!r}: sub-array data types are not supported")
     if dtype.kind not in _SUPPORTED_KINDS:
         raise MetadataError(f"data type {shown!r} is not supported")
     if dtype.kind in "Mm" and np.datetime_data(dtype)[0] == "generic":
@@ -200,9 +240,47 @@ def parse_dtype(zarr_format: int, value: Any, object_codec_id: str | None = None
     raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
+def _v2_fields(value: Any, depth: int = 0) -> list[tuple[Any, ...]]:
+    """NumPy's field list for zarr-python 2's structured ``dtype``: ``[name, type]`` or
+    ``[name, type, shape]`` items, the type a typestr or such a list again."""
+    if not isinstance(value, list) or not value or len(value) > _MAX_STRUCTURED_FIELDS:
+        raise MetadataError(f"data type {short_repr(value)}: expected a list of [name, type] fields")
+    if depth > _MAX_STRUCTURED_NESTING:
+        raise MetadataError(f"data type {short_repr(value)}: structured types nest too deep")
+    fields = []
+    for item in value:
+        if not isinstance(item, list) or len(item) not in (2, 3) or not isinstance(item[0], str):
+            raise MetadataError(f"data type field {short_repr(item)}: expected [name, type] or [name, type, shape]")
+        name, kind = item[0], item[1]
+        if not name or len(name) > _MAX_FIELD_NAME:
+            raise MetadataError(
+                f"data type field {short_repr(item)}: fields need names of 1 to {_MAX_FIELD_NAME} characters"
+            )
+        if isinstance(kind, list):
+            field: Any = np.dtype(_v2_fields(kind, depth + 1))
+        elif isinstance(kind, str) and len(kind) <= 32:
+            field = kind
+        else:
+            raise MetadataError(f"data type field {short_repr(item)}: the type must be a typestr or a list of fields")
+        if len(item) == 3:
+            shape = item[2]
+            if not isinstance(shape, list) or not shape or not all(type(n) is int and n >= 1 for n in shape):
+                raise MetadataError(f"data type field {short_repr(item)}: the shape must be a list of positive ints")
+            if math.prod(shape) > _MAX_FIELD_ELEMENTS:
+                raise MetadataError(f"data type field {short_repr(item)}: sub-array too large")
+            fields.append((name, field, tuple(shape)))
+        else:
+            fields.append((name, field))
+    return fields
+
+
 def _parse_dtype_v2(value: Any, object_codec_id: str | None) -> np.dtype:
     if isinstance(value, list):
-        raise MetadataError(f"data type {short_repr(value)}: structured data types are not supported")
+        try:
+            dtype = np.dtype(_v2_fields(value))
+        except (TypeError, ValueError) as exc:
+            raise MetadataError(f"data type {short_repr(value)}: {exc}") from None
+        return _check_supported(dtype, value)
     if not isinstance(value, str):
         raise MetadataError(f"data type must be a string such as '<f8', got {short_repr(value)}")
     try:
@@ -245,7 +323,7 @@ def _parse_dtype_v3(value: Any) -> np.dtype:
     if name in _V3_BYTES_NAMES:
         return BYTES_DTYPE
     if name in ("structured", "struct"):
-        raise MetadataError(f"data type {name!r}: structured data types are not supported")
+        return _parse_structured_v3(value, configuration)
     if name in _V3_TIME_NAMES:
         unit = (configuration or {}).get("unit")
         scale = (configuration or {}).get("scale_factor", 1)
@@ -267,6 +345,40 @@ def _parse_dtype_v3(value: Any) -> np.dtype:
     raise MetadataError(f"unknown data type {name!r}")
 
 
+def _parse_structured_v3(value: Any, configuration: Any) -> np.dtype:
+    """zarr-python 3's ``{"name": "structured", "configuration": {"fields": [[name, data_type], ...]}}``;
+    fields are stored little-endian (the ``bytes`` codec has no ``endian`` for records)."""
+    fields = (configuration or {}).get("fields")
+    if not isinstance(fields, list) or not fields or len(fields) > _MAX_STRUCTURED_FIELDS:
+        raise MetadataError(f"data type {short_repr(value)}: 'fields' must be a list of [name, data_type] pairs")
+    pairs = []
+    for item in fields:
+        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
+            raise MetadataError(
+                f"data type {short_repr(value)}: field {short_repr(item)} is not a [name, data_type] pair"
+            )
+        field = _parse_dtype_v3(item[1])
+        if field.fields is not None or is_variable_length(field):
+            raise MetadataError(f"data type {short_repr(value)}: field {item[0]!r} must be a fixed-size scalar type")
+        pairs.append((item[0], field.newbyteorder("<") if field.byteorder not in "|" else field))
+    try:
+        dtype = np.dtype(pairs)
+    except (TypeError, ValueError) as exc:
+        raise MetadataError(f"data type {short_repr(value)}: {exc}") from None
+    return _check_supported(dtype, value)
+
+
+def _v2_descr(dtype: np.dtype) -> list[list[Any]]:
+    """zarr-python 2's JSON of a record type: ``[name, typestr]``, ``[name, fields]``, ``[name, typestr, shape]``."""
+    items: list[list[Any]] = []
+    for name in dtype.names:
+        field = dtype.fields[name][0]
+        base, shape = field.subdtype if field.subdtype is not None else (field, ())
+        kind: Any = _v2_descr(base) if base.fields is not None else base.str
+        items.append([name, kind, list(shape)] if shape else [name, kind])
+    return items
+
+
 def dtype_to_json(zarr_format: int, dtype: Any) -> Any:
     """Return the JSON form of `dtype`: a v2 typestr, or a v3 name or extension object."""
     dtype = _check_supported(normalize_dtype(dtype), dtype)
@@ -276,6 +388,21 @@ def dtype_to_json(zarr_format: int, dtype: Any) -> Any:
         if zarr_format == 2:
             return "|O"
         return "string" if _is_string(dtype) else "bytes"
+    if dtype.fields is not None:
+        if zarr_format == 2:
+            return _v2_descr(dtype)
+        fields = []
+        for name in dtype.names:
+            field = dtype.fields[name][0]
+            if field.fields is not None or field.subdtype is not None:
+                raise MetadataError(
+                    f"data type {dtype}: field {name!r}: Zarr v3 structured types hold scalar fields only "
+                    "(zarr-python 3.1 writes no nested records or sub-arrays); use zarr_format=2"
+                )
+            if field.byteorder == ">":
+                raise MetadataError(f"data type {dtype}: field {name!r}: v3 stores record fields little-endian")
+            fields.append([name, dtype_to_json(3, field)])
+        return {"name": "structured", "configuration": {"fields": fields}}
     if zarr_format == 2:
         return dtype.str
     typestr = dtype.str[1:]
@@ -512,6 +639,8 @@ def parse_fill_value(zarr_format: int, json_value: Any, dtype: Any) -> Any:
         raise _bad_fill(json_value, dtype, f"at most {dtype.itemsize} bytes")
     if kind == "S":
         return np.bytes_(raw)
+    if dtype.fields is not None:  # a record's bytes, as zarr-python 2 and 3 write them
+        return np.frombuffer(raw.ljust(dtype.itemsize, b"\0"), dtype=dtype).copy()[0]
     return np.array(raw.ljust(dtype.itemsize, b"\0"), dtype=dtype)[()]
 
 
@@ -553,3 +682,32 @@ def fill_value_to_json(zarr_format: int, value: Any, dtype: Any) -> Any:
         return str(value)
     raw = bytes(value) if kind == "S" else np.array(value, dtype=dtype).tobytes()
     return base64.b64encode(raw).decode("ascii")
+
+
+def pop_fields(selection: Any) -> tuple[str | list[str] | None, Any]:
+    """Split a selection into its record field names and the rest, as zarr-python 2 does:
+    ``"x"`` → ``("x", ())``; ``("x", 1:3)`` → ``("x", 1:3)``; ``(0, "x", "y")`` → ``(["x", "y"], 0)``."""
+    if isinstance(selection, str):
+        return selection, ()
+    if not isinstance(selection, tuple):
+        return None, selection
+    names = [part for part in selection if isinstance(part, str)]
+    if not names:
+        return None, selection
+    rest = tuple(part for part in selection if not isinstance(part, str))
+    return (names[0] if len(names) == 1 else names), (rest[0] if len(rest) == 1 else rest)
+
+
+def select_fields(array: np.ndarray, fields: str | Sequence[str] | None) -> np.ndarray:
+    """The named field (its own dtype) or fields (a packed record of them) of a structured `array`;
+    IndexError naming a field it does not have, as zarr-python 2 raises."""
+    if fields is None:
+        return array
+    names = array.dtype.names or ()
+    wanted = [fields] if isinstance(fields, str) else list(fields)
+    for name in wanted:
+        if not isinstance(name, str) or name not in names:
+            raise IndexError(f"fields: the array's data type {array.dtype} has no field {name!r}")
+    if isinstance(fields, str):
+        return array[fields].copy()
+    return np.array(array[wanted], dtype=np.dtype([(name, array.dtype.fields[name][0]) for name in wanted]))
