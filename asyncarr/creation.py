@@ -46,11 +46,20 @@ def build_array_metadata(
     compression: Any = None,
     compression_opts: Any = None,
     shards: Any = None,
+    object_codec: Any = None,
 ) -> ArrayMetadataV2 | ArrayMetadataV3:
-    """Validate creation arguments and build v2 or v3 metadata from them."""
+    """Validate creation arguments and build v2 or v3 metadata from them.
+
+    ``object_codec`` is zarr 2's spelling for the codec of an object array: the first filter.
+    """
     zarr_format = config.get("default_zarr_format") if zarr_format is None else zarr_format
     if zarr_format not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if object_codec is not None:
+        if zarr_format != 2:
+            raise ValueError("object_codec= is zarr 2's filter for object arrays: it needs zarr_format=2")
+        given = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
+        filters = [object_codec, *given]
     shape = normalize_shape(shape)
     dtype = normalize_dtype("f8" if dtype is None else dtype)
     order = "C" if order is None else order

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -330,3 +331,15 @@ def test_create_hierarchy_from_short_descriptions() -> None:
     assert sorted(za.open_group(store, mode="r").group_keys()) == ["raw"]
     with pytest.raises(ValueError, match="node_type"):
         za.create_hierarchy(store=store, nodes={"b": {"shape": (2,)}})
+
+
+def test_zarr_2_object_codec_is_the_first_filter_of_an_object_array(tmp_path: Path) -> None:
+    data = np.empty(3, dtype=object)
+    data[:] = [{"a": 1}, [1, 2], "text"]
+    spelled = za.create((3,), dtype=object, object_codec=numcodecs.JSON(), chunks=(2,), zarr_format=2)
+    as_filter = za.create((3,), dtype=object, filters=[numcodecs.JSON()], chunks=(2,), zarr_format=2)
+    assert spelled.metadata == as_filter.metadata
+    spelled[:] = data
+    assert list(spelled[:]) == list(data)
+    with pytest.raises(ValueError, match="zarr_format=2"):
+        za.create((3,), dtype=object, object_codec=numcodecs.JSON(), zarr_format=3)
