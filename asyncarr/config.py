@@ -188,7 +188,11 @@ def _setting_name(key: str) -> str | None:
 
 
 def get(name: str) -> Any:
-    """Return the value of one setting, by asyncarr name or zarr dotted key (``"async.concurrency"``)."""
+    """Return the value of one setting, by asyncarr name or zarr dotted key (``"async.concurrency"``);
+    a zarr section (``"async"``) gives the dict of its keys that asyncarr understands."""
+    section = {key[len(name) + 1 :]: value for key, value in ZARR_KEYS.items() if key.startswith(name + ".")}
+    if section and name not in _VALIDATORS:
+        return {key: getattr(_settings, setting) for key, setting in section.items()}
     setting = _setting_name(name)
     if setting is None:
         raise KeyError(f"zarr config key {name!r} is accepted but ignored by asyncarr: {IGNORED_ZARR_KEYS[name]}")

@@ -250,6 +250,20 @@ def test_fsspec_store_from_an_s3_url_closes_its_clients_when_close_returns(recwa
     assert not [w for w in recwarn if "nclosed" in str(w.message)]
 
 
+def test_the_stores_pickle_by_configuration(tmp_path: pathlib.Path) -> None:
+    for store in [
+        storage.LocalStore(tmp_path / "a", read_only=True),
+        storage.DirectoryStore(str(tmp_path / "b")),
+        storage.NestedDirectoryStore(str(tmp_path / "c")),
+        storage.FsspecStore.from_url(str(tmp_path / "d")),
+        storage.LRUStoreCache(storage.LocalStore(tmp_path / "e"), max_size=100),
+    ]:
+        copy = pickle.loads(pickle.dumps(store))
+        assert type(copy) is type(store) and copy.location == store.location and copy.read_only == store.read_only
+    nested = pickle.loads(pickle.dumps(storage.NestedDirectoryStore(str(tmp_path / "c"))))
+    assert nested.dimension_separator == "/"
+
+
 # -- LRUStoreCache ---------------------------------------------------------------------------
 
 
@@ -506,6 +520,7 @@ def test_config_takes_zarrs_dotted_keys() -> None:
     with za.config.set({"async.concurrency": 16, "array.write_empty_chunks": True, "default_zarr_format": 2}):
         assert za.config.get("async.concurrency") == 16 == asyncarr.config.get("concurrency")
         assert za.config.get("array.write_empty_chunks") is True
+        assert za.config.get("async") == {"concurrency": 16} and za.config.get("array") == {"write_empty_chunks": True}
         z = za.zeros(shape=(4,), chunks=(2,), dtype="i4", store={})
         assert z.metadata.zarr_format == 2  # default_zarr_format took effect
         z[:] = 0
