@@ -343,3 +343,35 @@ def test_zarr_2_object_codec_is_the_first_filter_of_an_object_array(tmp_path: Pa
     assert list(spelled[:]) == list(data)
     with pytest.raises(ValueError, match="zarr_format=2"):
         za.create((3,), dtype=object, object_codec=numcodecs.JSON(), zarr_format=3)
+
+
+@pytest.mark.parametrize(
+    "slots",
+    [
+        {"compressors": ("BloscCodec", {"cname": "zstd", "clevel": 3})},
+        {
+            "serializer": ("BytesCodec", {"endian": "big"}),
+            "compressors": [("GzipCodec", {"level": 4})],
+            "filters": [("TransposeCodec", {"order": (1, 0)})],
+        },
+        {"compressors": [("ZstdCodec", {"level": 2}), ("Crc32cCodec", {})]},
+    ],
+)
+def test_create_array_takes_the_codec_classes_of_asyncarr_sync_codecs_as_zarr_takes_its_own(
+    tmp_path: Path, slots: dict[str, Any]
+) -> None:
+    from asyncarr.sync import codecs as asyncarr_codecs
+
+    def built(module: Any, value: Any) -> Any:
+        if isinstance(value, list):
+            return [built(module, item) for item in value]
+        name, arguments = value
+        return getattr(module, name)(**arguments)
+
+    ours = {slot: built(asyncarr_codecs, value) for slot, value in slots.items()}
+    theirs = {slot: built(zarr.codecs, value) for slot, value in slots.items()}
+    common = {"shape": (10, 10), "dtype": "f4", "chunks": (5, 5)}
+    za.create_array(str(tmp_path / "asyncarr"), **common, **ours)[...] = np.ones((10, 10), "f4")
+    zarr.create_array(str(tmp_path / "zarr"), **common, **theirs)
+    assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "asyncarr"), mode="r")[...], np.ones((10, 10)))
