@@ -47,6 +47,7 @@ from asyncarr.codecs.v3 import (
     codec_from_json,
 )
 from asyncarr.errors import CodecError, MetadataError
+from asyncarr.metadata.dtypes import find_object_codec_id, parse_dtype
 
 MiB = 1024 * 1024
 
@@ -577,6 +578,11 @@ _V2_CHAINS: dict[str, tuple[str, dict | None, list | None]] = {
     "json2+zlib": ("|O", {"id": "zlib", "level": 1}, [numcodecs.JSON().get_config()]),
     "msgpack2": ("|O", None, [numcodecs.MsgPack().get_config()]),
     "vlen-array+zstd": ("|O", {"id": "zstd", "level": 1}, [{"id": "vlen-array", "dtype": "<i4"}]),
+    "record+blosc": (
+        [["x", "<i4"], ["y", [["z", ">f8"]]], ["s", "|S2", [2]]],
+        {"id": "blosc", "cname": "zstd", "clevel": 1, "shuffle": 1, "blocksize": 0},
+        None,
+    ),
     "categorize+gzip": (
         "<U3",
         {"id": "gzip", "level": 1},
@@ -612,6 +618,10 @@ _V3_CHAINS: dict[str, tuple[str, list]] = {
     ),
     "vlen-utf8+zstd": ("string", [{"name": "vlen-utf8"}, _V3_COMPRESSORS["zstd"]]),
     "vlen-bytes": ("bytes", [{"name": "vlen-bytes"}]),
+    "structured+zstd": (
+        {"name": "structured", "configuration": {"fields": [["x", "int16"], ["t", "float32"], ["b", "bool"]]}},
+        [{"name": "bytes"}, _V3_COMPRESSORS["zstd"]],
+    ),
     "sharding": (
         "<i4",
         [
@@ -627,13 +637,16 @@ _V3_CHAINS: dict[str, tuple[str, list]] = {
 def _pipeline(zarr_format: int, case: str) -> tuple[CodecPipeline, np.dtype]:
     if zarr_format == 2:
         dtype_json, compressor, filters = _V2_CHAINS[case]
-        dtype = np.dtype("T") if "utf8" in case else np.dtype(dtype_json)
+        dtype = np.dtype("T") if "utf8" in case else parse_dtype(2, dtype_json, find_object_codec_id(filters or ()))
         metadata = SimpleNamespace(
             zarr_format=2, dtype=dtype, chunks=CHUNK, fill_value=0, order="C", compressor=compressor, filters=filters
         )
     else:
         dtype_json, codecs = _V3_CHAINS[case]
-        dtype = {"string": np.dtype("T"), "bytes": np.dtype(object)}.get(dtype_json) or np.dtype(dtype_json)
+        if isinstance(dtype_json, dict):  # an extension data type such as "structured"
+            dtype = parse_dtype(3, dtype_json)
+        else:
+            dtype = {"string": np.dtype("T"), "bytes": np.dtype(object)}.get(dtype_json) or np.dtype(dtype_json)
         metadata = SimpleNamespace(zarr_format=3, dtype=dtype, chunks=CHUNK, fill_value=0, codecs=codecs)
     return CodecPipeline.from_metadata(metadata), dtype
 
@@ -647,6 +660,9 @@ def _chunk_of(dtype: np.dtype, seed: int, case: str = "") -> np.ndarray:
         return _objects([rng.integers(-9, 9, rng.integers(0, 4)).astype("<i4") for _ in range(20)])
     if dtype.kind == "U":
         return rng.choice(np.array(["ab", "c", "é☃", ""], dtype=dtype), CHUNK)
+    if dtype.fields is not None:  # records: random bytes, with NaN-free floats so that == compares them
+        chunk = np.frombuffer(rng.integers(0, 256, 20 * dtype.itemsize, dtype=np.uint8).tobytes(), dtype=dtype)
+        return _without_nan(chunk.copy()).reshape(CHUNK)
     if dtype.kind == "T":
         return np.array(
             ["".join(rng.choice(list("abcé☃"), rng.integers(0, 6))) for _ in range(20)], dtype=dtype
@@ -660,6 +676,17 @@ def _chunk_of(dtype: np.dtype, seed: int, case: str = "") -> np.ndarray:
     if dtype.kind == "f":
         return np.round(rng.normal(size=CHUNK), 2).astype(dtype)
     return rng.integers(-1000, 1000, CHUNK).astype(dtype)
+
+
+def _without_nan(records: np.ndarray) -> np.ndarray:
+    """`records` with every NaN float field (nested ones too) set to zero."""
+    for name in records.dtype.names or ():
+        field = records[name]
+        if field.dtype.names:
+            records[name] = _without_nan(field.copy())
+        elif field.dtype.kind == "f":
+            field[np.isnan(field)] = 0
+    return records
 
 
 def _objects(items: list[Any]) -> np.ndarray:
@@ -875,7 +902,7 @@ def _one_chunk_store(root: Path, zarr_format: int, case: str) -> str:
     if zarr_format == 2:
         dtype, compressor, filters = _V2_CHAINS[case]
         metadata = {**v2_array(0, dtype, compressor, filters), "shape": list(CHUNK), "chunks": list(CHUNK)}
-        if dtype == "|O":
+        if dtype == "|O" or isinstance(dtype, list):
             metadata["fill_value"] = None
         elif dtype.startswith("<U"):
             metadata["fill_value"] = ""
@@ -884,10 +911,11 @@ def _one_chunk_store(root: Path, zarr_format: int, case: str) -> str:
         write_documents(root, {".zarray": metadata})
         return "0.0"
     dtype, codecs = _V3_CHAINS[case]
-    data_type = _V3_DATA_TYPES.get(dtype, dtype)
+    data_type = _V3_DATA_TYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
     metadata = {**v3_array(0, codecs, data_type), "shape": list(CHUNK)}
     metadata["chunk_grid"] = {"name": "regular", "configuration": {"chunk_shape": list(CHUNK)}}
-    metadata["fill_value"] = _V3_FILL_VALUES.get(data_type, 0)
+    # a record's fill value is the base64 of its bytes: here 7 zero bytes
+    metadata["fill_value"] = _V3_FILL_VALUES.get(data_type, 0) if isinstance(data_type, str) else "AAAAAAAAAA=="
     write_documents(root, {"zarr.json": metadata})
     return "c/0/0"
 
