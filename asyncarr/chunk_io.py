@@ -328,7 +328,7 @@ class ChunkIO:
         if chunk.dtype.kind == "O":
             # Elements may be lists or arrays, whose == is elementwise: compare each as one object.
             fill = self.fill
-            return all(item is fill or (type(item) is type(fill) and _same_scalar(item, fill)) for item in chunk.flat)
+            return all(item is fill or _same_scalar(item, fill) for item in chunk.flat)
         is_missing = _MISSING_TESTS.get(chunk.dtype.kind)
         missing_fill = is_missing is not None and bool(is_missing(np.asarray(self.fill, chunk.dtype)))
         first = chunk.flat[0]
@@ -475,8 +475,10 @@ _MISSING_TESTS: dict[str, Callable[[Any], Any]] = {"f": np.isnan, "c": np.isnan,
 
 
 def _same_scalar(item: Any, fill: Any) -> bool:
-    """Whether an object element equals a fill value of its type (a scalar: bytes, str, number)."""
-    if isinstance(item, np.ndarray):
+    """Whether an object element equals the fill value and is of its type (False is not a fill of 0;
+    ``np.bytes_`` is a fill of ``bytes``)."""
+    same_type = type(item) is type(fill) or (isinstance(item, bytes) and isinstance(fill, bytes))
+    if not same_type or isinstance(item, np.ndarray):
         return False
     try:
         return bool(item == fill)

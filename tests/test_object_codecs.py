@@ -257,3 +257,23 @@ def test_values_json_cannot_hold_are_a_codec_error_when_written(tmp_path: Path) 
     )
     with pytest.raises(CodecError, match="cannot encode"):
         z[:] = _objects([{1, 2}, None])
+
+
+def test_zarr_2s_object_codec_keyword_makes_the_object_codec_the_first_filter(tmp_path: Path) -> None:
+    root = tmp_path / "keyword.zarr"
+    z = za.open_array(str(root), mode="w", shape=(3,), chunks=(2,), dtype=object, object_codec=_MSGPACK, zarr_format=2)
+    z[:] = MIXED.reshape(-1)[:3]
+
+    assert json.loads((root / ".zarray").read_text())["filters"] == [_MSGPACK.get_config()]
+    _same(za.open_array(str(root), mode="r")[:], MIXED.reshape(-1)[:3])
+
+
+def test_elements_equal_to_the_fill_value_but_of_another_type_are_stored(tmp_path: Path) -> None:
+    # False == 0 and 0.0 == 0 in Python, but a chunk of them is not a chunk of the fill value 0.
+    root = tmp_path / "typed.zarr"
+    z = za.open_array(str(root), mode="w", shape=(4,), chunks=(2,), dtype=object, object_codec=_JSON, zarr_format=2)
+    z[:] = _objects([False, 0.0, 0, 0])
+
+    assert (root / "0").exists() and not (root / "1").exists()
+    read = za.open_array(str(root), mode="r")[:]
+    assert [type(item) for item in read] == [bool, float, int, int]
