@@ -20,6 +20,7 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
+from asyncarr import config
 from asyncarr.codecs.allowlist import check_codec_allowed, validated_v2_config
 from asyncarr.codecs.v3 import (
     ArrayArrayCodec,
@@ -57,9 +58,11 @@ _BLOSC_SHUFFLE_NAMES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 _BLOSC_SHUFFLE_NUMBERS = {name: number for number, name in _BLOSC_SHUFFLE_NAMES.items()}
 
 
-def default_compressor() -> Codec:
-    """Return a new ``Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE)``."""
-    return numcodecs.get_codec(dict(DEFAULT_COMPRESSOR))
+def default_compressor() -> Codec | None:
+    """Return a new codec of ``config.default_compressor`` (``Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE)``
+    unless changed), or None where it was set to no compression."""
+    default = config.get("default_compressor")
+    return None if default is None else numcodecs.get_codec(dict(default))
 
 
 class _TrustedPickle(numcodecs.Pickle):
@@ -183,6 +186,10 @@ def _as_numcodecs(value: Any, dtype: np.dtype | None) -> Codec | None:
 
 def _as_v3_json(value: Any, dtype: np.dtype | None) -> dict[str, Any]:
     """Turn one user-given codec into v3 codec JSON."""
+    json_for_dtype = getattr(value, "v3_json_for_dtype", None)
+    if callable(json_for_dtype) and not isinstance(value, type):
+        # zarr 3's codec classes (asyncarr.sync.codecs): Blosc's typesize, bytes' endianness follow the dtype
+        return json_for_dtype(_require_dtype(dtype))
     if isinstance(value, V3Codec):
         return value.to_json()
     if isinstance(value, Mapping) and isinstance(value.get("name"), str):
@@ -237,6 +244,8 @@ def normalize_compressor(value: Any, zarr_format: int, dtype: np.dtype | None = 
         return None
     if isinstance(value, str) and value == "default":
         value = default_compressor()
+        if value is None:
+            return None
     if zarr_format == 2:
         codec = _as_numcodecs(value, dtype)
         return None if codec is None else v2_config(codec)
