@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from . import config
-from .chunk_io import ChunkIO
+from .chunk_io import ChunkIO, _chunks_in_flight
+from .codecs.executor import run_in_codec_pool
 from .codecs.pipeline import CodecPipeline
 from .concurrency import for_each_concurrently
 from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError, StoreError
 from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer, block_result, block_selection_slices
 from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
 from .info import Info, bytes_with_human_size
-from .locks import ProcessSynchronizer, ThreadSynchronizer
+from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
+from .metadata.dtypes import pop_fields, select_fields
 from .nodes import (
     PickledByConfiguration,
     describe_missing,
@@ -35,7 +37,7 @@ from .stores.base import Store
 if TYPE_CHECKING:  # type-only: the facade imports this module at run time, not the reverse
     from .facade import Array
 
-__all__ = ["AsyncArray"]
+__all__ = ["AsyncArray", "split_fields", "with_fields"]
 
 """Most chunk keys probed one request each on a store that cannot list (HTTP).
 
@@ -59,9 +61,56 @@ _READ_INDEXERS: dict[str, Any] = {
 }
 
 
-def _finalized(indexer: Indexer, buffer: np.ndarray) -> Any:
-    """The read's result from its filled buffer: a NumPy scalar for a 0-d result."""
-    out = indexer.finalize(buffer)
+Fields = str | list[str] | None
+
+
+def _is_field_list(part: Any) -> bool:
+    return isinstance(part, list) and bool(part) and all(isinstance(name, str) for name in part)
+
+
+def split_fields(selection: Any, fields: Any = None) -> tuple[Fields, Any]:
+    """(record fields, the rest of the selection), zarr-python 2's rule: a string anywhere in the
+    selection tuple names a field; a list of strings (alone or in the tuple) names fields too,
+    as in NumPy's ``a[["x", "y"]]``. An explicit ``fields`` replaces any names in the selection;
+    no names (or an empty ``fields``) is None, the whole records. A ``fields`` that is not a
+    string or a list of strings raises IndexError, as zarr-python 2."""
+    if _is_field_list(selection):
+        names: Any = list(selection)
+        selection = ()
+    elif isinstance(selection, tuple) and any(_is_field_list(part) for part in selection):
+        named = [part for part in selection if isinstance(part, str) or _is_field_list(part)]
+        rest = tuple(part for part in selection if not (isinstance(part, str) or _is_field_list(part)))
+        names = [name for part in named for name in ([part] if isinstance(part, str) else part)]
+        selection = rest[0] if len(rest) == 1 else rest
+    else:
+        names, selection = pop_fields(selection)
+    if fields is not None:
+        if not isinstance(fields, str | list | tuple) or not all(
+            isinstance(name, str) for name in ([fields] if isinstance(fields, str) else fields)
+        ):
+            raise IndexError(f"'fields' must be a string or a list of strings, got {fields!r}")
+        names = fields if isinstance(fields, str) else list(fields)
+    return (names or None), selection
+
+
+def with_fields(selection: Any, fields: Any, dtype: np.dtype) -> Any:
+    """``selection`` carrying an explicit ``fields=`` the way `split_fields` reads it back (the
+    names inside the selection tuple, replacing any already there): how the blocking facade
+    hands ``fields=`` to reads that take a selection only. Names `dtype` lacks raise IndexError."""
+    if fields is None:
+        return selection
+    names, rest = split_fields(selection, fields)
+    if names is not None:
+        select_fields(np.empty(0, dtype=dtype), names)
+    if names is None:
+        return rest
+    return (*(rest if isinstance(rest, tuple) else (rest,)), names)
+
+
+def _finalized(indexer: Indexer, buffer: np.ndarray, fields: Fields = None) -> Any:
+    """The read's result from its filled buffer, only ``fields`` of its records when given
+    (a field of sub-arrays adds their axes): a NumPy scalar for a 0-d result."""
+    out = select_fields(indexer.finalize(buffer), fields)
     return out[()] if out.ndim == 0 else out
 
 
@@ -269,19 +318,39 @@ class AsyncArray(PickledByConfiguration):
 
     def _fill_scalar(self) -> Any:
         fill = self._metadata.fill_value
+        if fill is None and getattr(self._metadata, "holds_python_objects", False):
+            return None  # a v2 object array's `null`: missing elements read as None, as in zarr-python 2
         return default_fill_value(self.dtype) if fill is None else fill
 
-    async def getitem(self, selection: Any) -> Any:
-        """Read a selection with NumPy's semantics (ints, slices, index arrays, masks) into a new ndarray."""
-        return await self._get_selection(indexer_for(selection, self.shape, self._grid))
+    def _fields_of(self, selection: Any, fields: Any) -> tuple[Fields, Any]:
+        """`split_fields`, with the names checked against the data type before any chunk is read.
 
-    async def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
+        Without ``fields=``, a selection of an array without fields is left whole: a name in it
+        is then refused by the indexer with NumPy's IndexError, as ``a["x"]`` is in NumPy."""
+        if fields is None and self.dtype.names is None:
+            return None, selection
+        names, selection = split_fields(selection, fields)
+        if names is not None:
+            select_fields(np.empty(0, dtype=self.dtype), names)  # IndexError for a name it lacks
+        return names, selection
+
+    async def getitem(self, selection: Any, *, fields: Any = None) -> Any:
+        """Read a selection with NumPy's semantics (ints, slices, index arrays, masks) into a new ndarray.
+
+        Of a structured array, a field name (``"x"``) or names (``["x", "y"]``) anywhere in the
+        selection, or ``fields=``, read only those fields, as zarr-python 2 does."""
+        fields, selection = self._fields_of(selection, fields)
+        return await self._get_selection(indexer_for(selection, self.shape, self._grid), fields)
+
+    async def get_basic_selection(self, selection: Any = Ellipsis, *, fields: Any = None) -> Any:
         """Read a basic selection only (ints, slices, Ellipsis); index arrays raise IndexError."""
-        return await self._get_selection(BasicIndexer(selection, self.shape, self._grid))
+        fields, selection = self._fields_of(selection, fields)
+        return await self._get_selection(BasicIndexer(selection, self.shape, self._grid), fields)
 
-    async def set_basic_selection(self, selection: Any, value: Any) -> None:
-        """Write a basic selection only (ints, slices, Ellipsis)."""
-        await self._set_selection(BasicIndexer(selection, self.shape, self._grid), value)
+    async def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        """Write a basic selection only (ints, slices, Ellipsis); ``fields=`` writes only those fields."""
+        fields, selection = self._fields_of(selection, fields)
+        await self._set_selection(BasicIndexer(selection, self.shape, self._grid), value, fields)
 
     def block_slices(self, selection: Any) -> tuple[slice, ...]:
         """The basic selection of the whole blocks ``selection`` picks on the block grid (shards when sharded)."""
@@ -295,30 +364,33 @@ class AsyncArray(PickledByConfiguration):
         """Write whole chunks by their grid indices (shards when sharded); ``value`` broadcasts to their data."""
         await self.set_basic_selection(self.block_slices(selection), value)
 
-    async def get_orthogonal_selection(self, selection: Any) -> Any:
+    async def get_orthogonal_selection(self, selection: Any, *, fields: Any = None) -> Any:
         """Read an orthogonal selection: ints, slices, integer arrays or masks, each axis on its own."""
-        return await self._get_selection(OrthogonalIndexer(selection, self.shape, self._grid))
+        fields, selection = self._fields_of(selection, fields)
+        return await self._get_selection(OrthogonalIndexer(selection, self.shape, self._grid), fields)
 
-    async def get_coordinate_selection(self, selection: Any) -> Any:
+    async def get_coordinate_selection(self, selection: Any, *, fields: Any = None) -> Any:
         """Read the points ``a[idx0, idx1, ...]`` (integer arrays, broadcast) or those of one full-shape mask."""
-        return await self._get_selection(CoordinateIndexer(selection, self.shape, self._grid))
+        fields, selection = self._fields_of(selection, fields)
+        return await self._get_selection(CoordinateIndexer(selection, self.shape, self._grid), fields)
 
-    async def get_mask_selection(self, mask: Any) -> Any:
+    async def get_mask_selection(self, mask: Any, *, fields: Any = None) -> Any:
         """Read, as a 1-D array, the elements where a boolean mask of the array's shape is true."""
-        return await self._get_selection(MaskIndexer(mask, self.shape, self._grid))
+        fields, mask = self._fields_of(mask, fields)
+        return await self._get_selection(MaskIndexer(mask, self.shape, self._grid), fields)
 
-    async def _get_selection(self, indexer: Indexer) -> Any:
+    async def _get_selection(self, indexer: Indexer, fields: Fields = None) -> Any:
         # Pointwise indexers fill a buffer (all points along one axis) that finalize() reshapes.
         buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
         await self._read_into(indexer, buffer)
-        return _finalized(indexer, buffer)
+        return _finalized(indexer, buffer, fields)
 
     @property
     def reads_blocking(self) -> bool:
         """Whether `read_blocking` may serve reads here: stores with blocking I/O (local, memory)."""
         return self._store.supports_sync_io
 
-    def read_blocking(self, kind: str, selection: Any) -> Any:
+    def read_blocking(self, kind: str, selection: Any, *, fields: Any = None) -> Any:
         """Read in the calling thread, with no event loop: the sync facade's path for local and memory stores.
 
         ``kind`` names the selection as the coroutines do: ``"getitem"``, ``"basic"``,
@@ -328,6 +400,7 @@ class AsyncArray(PickledByConfiguration):
         """
         if not self.reads_blocking:
             return NotImplemented
+        fields, selection = self._fields_of(selection, fields)
         indexer = _READ_INDEXERS[kind](selection, self.shape, self._grid)
         chunk_io = self._chunk_io()
         projections = list(indexer)
@@ -335,7 +408,7 @@ class AsyncArray(PickledByConfiguration):
             return NotImplemented
         buffer = np.empty(indexer.buffer_shape, dtype=self.dtype)
         chunk_io.read_into_blocking(projections, buffer)
-        return _finalized(indexer, buffer)
+        return _finalized(indexer, buffer, fields)
 
     def _chunk_io(self) -> ChunkIO:
         """The chunk mover for this array as it is now (shape and metadata can change between calls)."""
@@ -360,24 +433,34 @@ class AsyncArray(PickledByConfiguration):
             where = self._store.key_url(self._path) if self._path else self._store.location
             raise ReadOnlyError(f"{where}: the array is read-only; open it with mode 'r+' or 'a' to change it")
 
-    async def setitem(self, selection: Any, value: Any) -> None:
-        """Write ``value`` (scalar, broadcastable array, or another array) into a selection, as NumPy would."""
-        await self._set_selection(indexer_for(selection, self.shape, self._grid), value)
+    async def setitem(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        """Write ``value`` (scalar, broadcastable array, or another array) into a selection, as NumPy would.
 
-    async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        A field name (or names, or ``fields=``) writes only those fields of a structured array,
+        the others kept: ``z["x"] = values``."""
+        fields, selection = self._fields_of(selection, fields)
+        await self._set_selection(indexer_for(selection, self.shape, self._grid), value, fields)
+
+    async def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` into an orthogonal selection (each axis indexed on its own)."""
-        await self._set_selection(OrthogonalIndexer(selection, self.shape, self._grid), value)
+        fields, selection = self._fields_of(selection, fields)
+        await self._set_selection(OrthogonalIndexer(selection, self.shape, self._grid), value, fields)
 
-    async def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+    async def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` at the points ``a[idx0, idx1, ...]``; of repeated points the last value wins."""
-        await self._set_selection(CoordinateIndexer(selection, self.shape, self._grid), value)
+        fields, selection = self._fields_of(selection, fields)
+        await self._set_selection(CoordinateIndexer(selection, self.shape, self._grid), value, fields)
 
-    async def set_mask_selection(self, mask: Any, value: Any) -> None:
+    async def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` where a boolean mask of the array's shape is true."""
-        await self._set_selection(MaskIndexer(mask, self.shape, self._grid), value)
+        fields, mask = self._fields_of(mask, fields)
+        await self._set_selection(MaskIndexer(mask, self.shape, self._grid), value, fields)
 
-    async def _set_selection(self, indexer: Indexer, value: Any) -> None:
+    async def _set_selection(self, indexer: Indexer, value: Any, fields: Fields = None) -> None:
         self._check_writable()
+        if fields is not None:
+            await self._set_fields(indexer, value, fields)
+            return
         source = getattr(value, "async_array", value)
         if isinstance(source, AsyncArray):
             if source.shape != tuple(indexer.shape):
@@ -399,6 +482,49 @@ class AsyncArray(PickledByConfiguration):
                 return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
 
         await self._chunk_io().write(indexer, array_value, piece_of)
+
+    async def _set_fields(self, indexer: Indexer, value: Any, fields: str | list[str]) -> None:
+        """Write only ``fields`` of the selected records: each chunk read, changed and written
+        back under its chunk lock, as partial writes are, so other fields stay as they were."""
+        field_dtype = select_fields(np.empty(0, dtype=self.dtype), fields).dtype
+        source = getattr(value, "async_array", value)
+        if isinstance(source, AsyncArray):
+            value = await source.getitem(Ellipsis)
+        array_value = indexer.value_buffer(_broadcast_value(value, tuple(indexer.shape), field_dtype))
+        chunk_io, store = self._chunk_io(), self._store
+        projections = list(indexer)
+        # Reads starting from now must not join a decode of a chunk this write is changing.
+        in_flight = _chunks_in_flight()
+        for projection in projections:
+            in_flight.pop((store.location, chunk_io.chunk_key(projection.chunk_coords)), None)
+        limit = min(config.get("concurrency"), max(1, len(projections)))
+        write_empty = config.get("write_empty_chunks")
+
+        async def stored_chunk(key: str) -> np.ndarray:
+            async with store.limiter:
+                data = await store.get(key)
+            if data is None:
+                return np.full(self._grid, chunk_io.fill, dtype=self.dtype)
+            return await run_in_codec_pool(chunk_io.decode_writable, data, key)
+
+        if len(projections) > 1:
+            # As other writes: a damaged chunk fails the write before any chunk is changed.
+            await for_each_concurrently(projections, lambda p: stored_chunk(chunk_io.chunk_key(p.chunk_coords)), limit)
+
+        async def write(projection: ChunkProjection) -> None:
+            piece = array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
+            key = chunk_io.chunk_key(projection.chunk_coords)
+            async with chunk_lock(store.location, key, self._synchronizer):
+                chunk = await stored_chunk(key)
+                chunk[fields][projection.chunk_selection] = piece  # a view of the fields: writes through
+                encoded = await run_in_codec_pool(chunk_io.encode_unless_fill, chunk, key, write_empty)
+                async with store.limiter:
+                    if encoded is None:
+                        await store.delete(key)
+                    else:
+                        await store.set(key, encoded)
+
+        await for_each_concurrently(projections, write, limit)
 
     # -- metadata changes ---------------------------------------------------------------------
 
@@ -682,7 +808,8 @@ def _as_shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
 
 
 def _broadcast_value(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    array_value = np.asarray(value)
+    # A record given as a tuple, e.g. (1, (2, 3.5), [4, 5]), is one element only under the record dtype.
+    array_value = np.asarray(value, dtype=dtype) if dtype.fields else np.asarray(value)
     if array_value.dtype.kind == "O" and dtype.kind != "O":
         array_value = np.asarray(value, dtype=dtype)
     if array_value.ndim == 0 or array_value.shape == shape:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import api
-from .array import AsyncArray
+from .array import AsyncArray, with_fields
 from .group import AsyncGroup
 from .indexing import block_result
 from .sync_loop import _opened_stores, _read, _run
@@ -157,37 +157,40 @@ class Array:
         """Pointwise selection: ``z.vindex[[0, 1], [2, 3]]`` or ``z.vindex[mask]``."""
         return VIndex(self.async_array)
 
-    def get_orthogonal_selection(self, selection: Any) -> Any:
+    # ``fields=`` (zarr-python 2's keyword): the record fields to read or write; reads carry it
+    # inside the selection (`with_fields`), as `_read` hands the core a selection only.
+
+    def get_orthogonal_selection(self, selection: Any, *, fields: Any = None) -> Any:
         """Read an orthogonal selection."""
-        return _read(self.async_array, "orthogonal", selection)
+        return _read(self.async_array, "orthogonal", with_fields(selection, fields, self.dtype))
 
-    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+    def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write an orthogonal selection."""
-        _run(self.async_array.set_orthogonal_selection(selection, value))
+        _run(self.async_array.set_orthogonal_selection(selection, value, fields=fields))
 
-    def get_coordinate_selection(self, selection: Any) -> Any:
+    def get_coordinate_selection(self, selection: Any, *, fields: Any = None) -> Any:
         """Read the points of a coordinate selection."""
-        return _read(self.async_array, "coordinate", selection)
+        return _read(self.async_array, "coordinate", with_fields(selection, fields, self.dtype))
 
-    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+    def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write the points of a coordinate selection."""
-        _run(self.async_array.set_coordinate_selection(selection, value))
+        _run(self.async_array.set_coordinate_selection(selection, value, fields=fields))
 
-    def get_mask_selection(self, mask: Any) -> Any:
+    def get_mask_selection(self, mask: Any, *, fields: Any = None) -> Any:
         """Read where a boolean mask of the array's shape is true."""
-        return _read(self.async_array, "mask", mask)
+        return _read(self.async_array, "mask", with_fields(mask, fields, self.dtype))
 
-    def set_mask_selection(self, mask: Any, value: Any) -> None:
+    def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
         """Write where a boolean mask of the array's shape is true."""
-        _run(self.async_array.set_mask_selection(mask, value))
+        _run(self.async_array.set_mask_selection(mask, value, fields=fields))
 
-    def get_basic_selection(self, selection: Any = Ellipsis) -> Any:
+    def get_basic_selection(self, selection: Any = Ellipsis, *, fields: Any = None) -> Any:
         """Read a NumPy basic selection (ints, slices, Ellipsis) only."""
-        return _read(self.async_array, "basic", selection)
+        return _read(self.async_array, "basic", with_fields(selection, fields, self.dtype))
 
-    def set_basic_selection(self, selection: Any, value: Any) -> None:
+    def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write a NumPy basic selection only."""
-        _run(self.async_array.set_basic_selection(selection, value))
+        _run(self.async_array.set_basic_selection(selection, value, fields=fields))
 
     @property
     def blocks(self) -> BlockIndex:

@@ -277,3 +277,25 @@ def test_elements_equal_to_the_fill_value_but_of_another_type_are_stored(tmp_pat
     assert (root / "0").exists() and not (root / "1").exists()
     read = za.open_array(str(root), mode="r")[:]
     assert [type(item) for item in read] == [bool, float, int, int]
+
+
+@pytest.mark.parametrize("codec", _OBJECT_CODECS, ids=["json2", "msgpack2"])
+def test_missing_chunks_of_an_object_array_with_a_null_fill_read_as_none_as_in_zarr_python_2(
+    tmp_path: Path, codec: Any
+) -> None:
+    root = tmp_path / "null.zarr"
+    write_documents(root, {".zarray": {**v2_array(4, "|O", filters=[codec.get_config()]), "fill_value": None}})
+    z = za.open_array(str(root), mode="r+")
+
+    assert z.fill_value is None
+    _same(z[:], _objects([None, None, None, None]))
+    z[:2] = _objects([{"a": 1}, None])
+    _same(z[:], _objects([{"a": 1}, None, None, None]))
+    assert z[3] is None
+
+    created = za.open_array(
+        str(tmp_path / "created.zarr"), mode="w", shape=(3,), chunks=(2,), dtype=object, filters=[codec],
+        fill_value=None, zarr_format=2,
+    )  # fmt: skip
+    assert json.loads((tmp_path / "created.zarr" / ".zarray").read_text())["fill_value"] is None
+    _same(created[:], _objects([None, None, None]))
