@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .array import AsyncArray
-from .creation import build_array_metadata, zarr3_creation_arguments
+from .creation import array_config_write_empty_chunks, build_array_metadata, zarr3_creation_arguments
 from .errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -114,16 +114,27 @@ async def open_array(
     synchronizer: Any = None,
     zarr_format: int | None = None,
     shape: Any = None,
+    write_empty_chunks: bool | None = None,
+    config: Mapping[str, Any] | None = None,
     **create_kwargs: Any,
 ) -> AsyncArray:
-    """Open an array, creating it in modes 'a', 'w' and 'w-' (which need ``shape``)."""
+    """Open an array, creating it in modes 'a', 'w' and 'w-' (which need ``shape``).
+
+    ``write_empty_chunks`` (or zarr 3's ``config={"write_empty_chunks": ...}``) belongs to the
+    returned handle, not to the stored metadata; None follows ``asyncarr.config`` at each write."""
     mode = _check_mode(mode)
+    write_empty_chunks = array_config_write_empty_chunks(write_empty_chunks, config)
     resolved, path = _resolve(store, mode, storage_options, path)
     synchronizer = None if isinstance(synchronizer, ThreadSynchronizer) else synchronizer
     if mode in ("r", "r+", "a"):
         try:
             return await AsyncArray.open(
-                resolved, path, read_only=(mode == "r"), zarr_format=zarr_format, synchronizer=synchronizer
+                resolved,
+                path,
+                read_only=(mode == "r"),
+                zarr_format=zarr_format,
+                synchronizer=synchronizer,
+                write_empty_chunks=write_empty_chunks,
             )
         except ArrayNotFoundError:
             if mode != "a" or shape is None:
@@ -136,7 +147,9 @@ async def open_array(
     await check_not_inside_local_array(resolved)
     await _clear_for_create(resolved, path, mode, zarr_format, "array")
     await ensure_parent_groups(resolved, path, metadata.zarr_format)
-    return await AsyncArray.create(resolved, path, metadata, synchronizer=synchronizer)
+    return await AsyncArray.create(
+        resolved, path, metadata, synchronizer=synchronizer, write_empty_chunks=write_empty_chunks
+    )
 
 
 async def open_group(
@@ -185,8 +198,17 @@ async def open(  # noqa: A001 - the documented name
     if mode in ("r", "r+") or (mode == "a" and _node_exists(await read_documents(resolved, path, zarr_format))):
         node = await open_node(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
         synchronizer = kwargs.get("synchronizer")
-        if isinstance(node, AsyncArray) and isinstance(synchronizer, ProcessSynchronizer):
-            node = AsyncArray(resolved, path, node.metadata, read_only=node.read_only, synchronizer=synchronizer)
+        write_empty_chunks = array_config_write_empty_chunks(kwargs.get("write_empty_chunks"), kwargs.get("config"))
+        process_locks = isinstance(synchronizer, ProcessSynchronizer)
+        if isinstance(node, AsyncArray) and (process_locks or write_empty_chunks is not None):
+            node = AsyncArray(
+                resolved,
+                path,
+                node.metadata,
+                read_only=node.read_only,
+                synchronizer=synchronizer if process_locks else None,
+                write_empty_chunks=write_empty_chunks,
+            )
         return node
     if kwargs.get("shape") is not None:
         return await open_array(resolved, mode, path=path, zarr_format=zarr_format, **kwargs)
@@ -424,6 +446,7 @@ async def create_array(
         missing = "shape" if shape is None else "dtype"
         raise ValueError(f"create_array needs {missing}= (or data=, which gives the shape and dtype)")
     order = order if order is not None else dict(config or {}).get("order")
+    write_empty_chunks = array_config_write_empty_chunks(None, config)
     arguments = zarr3_creation_arguments(
         dtype=dtype,
         chunks=chunks,
@@ -448,6 +471,7 @@ async def create_array(
         attributes=attributes,
         dimension_names=dimension_names,
         storage_options=storage_options,
+        write_empty_chunks=write_empty_chunks,
         **arguments,
     )
     if source is not None and write_data:

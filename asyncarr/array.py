@@ -127,12 +127,14 @@ class AsyncArray(PickledByConfiguration):
         *,
         read_only: bool = False,
         synchronizer: Synchronizer = None,
+        write_empty_chunks: bool | None = None,
     ) -> None:
         self._store = store
         self._path = normalize_path(path)
         self._metadata = metadata
         self._read_only = read_only or store.read_only
         self._synchronizer = synchronizer
+        self._write_empty_chunks = _checked_write_empty_chunks(write_empty_chunks)
         try:
             self._pipeline = CodecPipeline.from_metadata(metadata)
         except MetadataError as exc:
@@ -150,11 +152,19 @@ class AsyncArray(PickledByConfiguration):
         read_only: bool = False,
         zarr_format: int | None = None,
         synchronizer: Synchronizer = None,
+        write_empty_chunks: bool | None = None,
     ) -> AsyncArray:
         """Open the existing array at ``path``; raise ArrayNotFoundError or ContainsGroupError."""
         path = normalize_path(path)
         documents = await read_documents(store, path, zarr_format)
-        return cls.from_documents(store, path, documents, read_only=read_only, synchronizer=synchronizer)
+        return cls.from_documents(
+            store,
+            path,
+            documents,
+            read_only=read_only,
+            synchronizer=synchronizer,
+            write_empty_chunks=write_empty_chunks,
+        )
 
     @classmethod
     def from_documents(
@@ -165,6 +175,7 @@ class AsyncArray(PickledByConfiguration):
         *,
         read_only: bool = False,
         synchronizer: Synchronizer = None,
+        write_empty_chunks: bool | None = None,
     ) -> AsyncArray:
         """Build the array from already-fetched metadata documents (e.g. consolidated ones)."""
         if not any(value is not None for value in documents.values()):
@@ -174,14 +185,22 @@ class AsyncArray(PickledByConfiguration):
             raise ContainsGroupError(
                 f"{store.key_url(path) if path else store.location}: a group is here, not an array"
             )
-        return cls(store, path, metadata, read_only=read_only, synchronizer=synchronizer)
+        return cls(
+            store, path, metadata, read_only=read_only, synchronizer=synchronizer, write_empty_chunks=write_empty_chunks
+        )
 
     @classmethod
     async def create(
-        cls, store: Store, path: str, metadata: ArrayMetadata, *, synchronizer: Synchronizer = None
+        cls,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata,
+        *,
+        synchronizer: Synchronizer = None,
+        write_empty_chunks: bool | None = None,
     ) -> AsyncArray:
         """Write ``metadata`` as a new array at ``path`` (the caller has checked for conflicts)."""
-        array = cls(store, path, metadata, synchronizer=synchronizer)
+        array = cls(store, path, metadata, synchronizer=synchronizer, write_empty_chunks=write_empty_chunks)
         array._check_writable()
         await write_documents(store, array._path, metadata.to_documents())
         return array
@@ -192,6 +211,11 @@ class AsyncArray(PickledByConfiguration):
     path = property(lambda self: self._path, doc="Path of the array inside its store ('' for the root).")
     metadata = property(lambda self: self._metadata, doc="The parsed metadata (ArrayMetadataV2 or V3).")
     read_only = property(lambda self: self._read_only, doc="Whether writes are refused.")
+    write_empty_chunks = property(
+        lambda self: self._write_empty_chunks,
+        doc="Whether this handle stores chunks equal to the fill value (False: deletes them); "
+        "None follows ``config.write_empty_chunks`` at each write. A property of the handle, not stored.",
+    )
     shape = property(lambda self: self._metadata.shape, doc="The array's shape.")
     _grid = property(lambda self: self._metadata.chunks, doc="Shape of one stored object: a chunk, or a shard.")
 
@@ -421,6 +445,7 @@ class AsyncArray(PickledByConfiguration):
             dtype=self.dtype,
             fill=self._fill_scalar(),
             synchronizer=self._synchronizer,
+            write_empty_chunks=self._write_empty_chunks,
         )
 
     async def _read_into(self, indexer: Any, out: np.ndarray) -> None:
@@ -498,7 +523,7 @@ class AsyncArray(PickledByConfiguration):
         for projection in projections:
             in_flight.pop((store.location, chunk_io.chunk_key(projection.chunk_coords)), None)
         limit = min(config.get("concurrency"), max(1, len(projections)))
-        write_empty = config.get("write_empty_chunks")
+        write_empty = chunk_io.write_empty()
 
         async def stored_chunk(key: str) -> np.ndarray:
             async with store.limiter:
@@ -780,6 +805,7 @@ class AsyncArray(PickledByConfiguration):
             "metadata": self._metadata,
             "read_only": self._read_only,
             "synchronizer": self._synchronizer,
+            "write_empty_chunks": self._write_empty_chunks,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -789,7 +815,14 @@ class AsyncArray(PickledByConfiguration):
             state["metadata"],
             read_only=state["read_only"],
             synchronizer=state["synchronizer"],
+            write_empty_chunks=state.get("write_empty_chunks"),
         )
+
+
+def _checked_write_empty_chunks(value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool | np.bool_):
+        raise TypeError(f"write_empty_chunks must be True, False or None, got {value!r}")
+    return None if value is None else bool(value)
 
 
 _DIGITS = re.compile(r"[0-9]+")

@@ -28,6 +28,7 @@ import numpy as np
 from . import config
 from .codecs.executor import blosc_uses_own_threads, codec_executor, codec_thread_count, run_in_codec_pool
 from .codecs.pipeline import CodecPipeline, naming_url
+from .codecs.sharding import inner_chunks_written_when_empty
 from .concurrency import CodecBatcher, for_each_concurrently
 from .errors import CodecError
 from .indexing import ChunkProjection
@@ -62,6 +63,14 @@ class ChunkIO:
     dtype: np.dtype
     fill: Any
     synchronizer: Any = None
+    #: The array handle's ``write_empty_chunks``; None follows ``config.write_empty_chunks``.
+    write_empty_chunks: bool | None = None
+
+    def write_empty(self) -> bool:
+        """Whether chunks equal to the fill value are stored: the handle's setting, else the config's."""
+        if self.write_empty_chunks is None:
+            return bool(config.get("write_empty_chunks"))
+        return self.write_empty_chunks
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -249,7 +258,7 @@ class ChunkIO:
     def _write_batch(
         self, projections: Sequence[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
     ) -> None:
-        write_empty = config.get("write_empty_chunks")
+        write_empty = self.write_empty()
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
             lock = try_chunk_lock(self.store.location, key)
@@ -289,7 +298,7 @@ class ChunkIO:
     async def _write_chunk(self, projection: ChunkProjection, piece: Any) -> None:
         store = self.store
         key = self.chunk_key(projection.chunk_coords)
-        write_empty = config.get("write_empty_chunks")
+        write_empty = self.write_empty()
         async with chunk_lock(store.location, key, self.synchronizer):
             if projection.is_complete_chunk:
                 chunk = self._chunk_to_update(projection, piece, write_empty, _never_called)
@@ -343,7 +352,8 @@ class ChunkIO:
         """Encoded chunk bytes, or None when the chunk is all fill and empty chunks are not written."""
         if not write_empty and self.is_fill(chunk):
             return None
-        return self.pipeline.encode(chunk, self.store.key_url(key))
+        with inner_chunks_written_when_empty(write_empty):  # a sharded array's inner chunks follow it too
+            return self.pipeline.encode(chunk, self.store.key_url(key))
 
     def decode_writable(self, data: bytes, key: str) -> np.ndarray:
         """Decode a stored chunk into an array that may be modified."""

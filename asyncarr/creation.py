@@ -6,6 +6,8 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from . import config
 from .codecs import registry
 from .metadata import DEFAULT_FILL_VALUE, ArrayMetadataV2, ArrayMetadataV3, create_array_metadata, normalize_chunks
@@ -123,6 +125,25 @@ def _plain_codec(codec: Any) -> Any:
     if callable(to_dict) and type(codec).__module__.startswith("zarr."):
         return to_dict()
     return codec
+
+
+def array_config_write_empty_chunks(write_empty_chunks: bool | None, array_config: Any) -> bool | None:
+    """A handle's ``write_empty_chunks``: the keyword (zarr 2), else zarr 3's ``config={"write_empty_chunks": ...}``
+    (an ArrayConfig or a dict); None follows ``asyncarr.config``. Not metadata: nothing is stored."""
+    if array_config is not None and not isinstance(array_config, Mapping):
+        to_dict = getattr(array_config, "to_dict", None)  # zarr's ArrayConfig
+        if not callable(to_dict):
+            raise TypeError(f"config= takes a dict such as {{'write_empty_chunks': True}}, got {array_config!r}")
+        array_config = to_dict()
+    from_config = None if array_config is None else array_config.get("write_empty_chunks")
+    if write_empty_chunks is not None and from_config is not None and bool(write_empty_chunks) != bool(from_config):
+        raise ValueError(
+            f"write_empty_chunks={write_empty_chunks!r} and config={{'write_empty_chunks': {from_config!r}}} disagree"
+        )
+    chosen = from_config if write_empty_chunks is None else write_empty_chunks
+    if chosen is not None and not isinstance(chosen, bool | np.bool_):
+        raise TypeError(f"write_empty_chunks must be True, False or None, got {chosen!r}")
+    return None if chosen is None else bool(chosen)
 
 
 def zarr3_creation_arguments(

@@ -82,13 +82,21 @@ class Array:
         synchronizer: Any = None,
         *,
         storage_options: dict[str, Any] | None = None,
+        write_empty_chunks: bool | None = None,
     ) -> None:
         if isinstance(store, AsyncArray):
             self.async_array = store
         else:
             mode = "r" if read_only else "r+"
             opened = _run(
-                api.open_array(store, mode, path=path, synchronizer=synchronizer, storage_options=storage_options)
+                api.open_array(
+                    store,
+                    mode,
+                    path=path,
+                    synchronizer=synchronizer,
+                    storage_options=storage_options,
+                    write_empty_chunks=write_empty_chunks,
+                )
             )
             self.async_array = opened
             _opened_stores.add(opened.store)
@@ -120,6 +128,9 @@ class Array:
     nchunks = _forward("nchunks", "Number of chunks in the grid.")
     cdata_shape = _forward("cdata_shape", "Number of chunks along each dimension.")
     synchronizer = _forward("synchronizer", "The process synchronizer, if any.")
+    write_empty_chunks = _forward(
+        "write_empty_chunks", "Whether writes store chunks equal to the fill value; None follows asyncarr.config."
+    )
 
     @property
     def attrs(self) -> Attributes:

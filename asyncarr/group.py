@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .array import AsyncArray
-from .creation import build_array_metadata
+from .creation import array_config_write_empty_chunks, build_array_metadata
 from .errors import (
     ContainsArrayError,
     ContainsGroupError,
@@ -385,12 +385,18 @@ class AsyncGroup(PickledByConfiguration):
     async def create_array(
         self, name: str, *, shape: Any = None, data: Any = None, overwrite: bool = False, **kwargs: Any
     ) -> AsyncArray:
-        """Create a child array (intermediate groups too), optionally filled from ``data``."""
+        """Create a child array (intermediate groups too), optionally filled from ``data``.
+
+        ``write_empty_chunks=`` (or zarr 3's ``config={"write_empty_chunks": ...}``) is the returned
+        handle's, not stored; None follows ``asyncarr.config``."""
+        write_empty_chunks = array_config_write_empty_chunks(
+            kwargs.pop("write_empty_chunks", None), kwargs.pop("config", None)
+        )
         shape, dtype, data = _shape_and_dtype(shape, kwargs.pop("dtype", None), data)
         kwargs.setdefault("zarr_format", self.zarr_format)
         metadata = build_array_metadata(shape=shape, dtype=dtype, **kwargs)
         path = await self._prepare_new_member(name, overwrite)
-        array = await AsyncArray.create(self._store, path, metadata)
+        array = await AsyncArray.create(self._store, path, metadata, write_empty_chunks=write_empty_chunks)
         if data is not None:
             await array.setitem(Ellipsis, data)
         return array
@@ -410,6 +416,11 @@ class AsyncGroup(PickledByConfiguration):
             raise TypeError(f"{self._store.key_url(node.path)}: existing shape {node.shape} differs from {wanted}")
         if dtype is not None and node.dtype != __import__("numpy").dtype(dtype):
             raise TypeError(f"{self._store.key_url(node.path)}: existing dtype {node.dtype} differs from {dtype}")
+        write_empty_chunks = array_config_write_empty_chunks(kwargs.get("write_empty_chunks"), kwargs.get("config"))
+        if write_empty_chunks is not None:  # the handle's setting, as when creating
+            node = AsyncArray(
+                self._store, node.path, node.metadata, read_only=node.read_only, write_empty_chunks=write_empty_chunks
+            )
         return node
 
     require_dataset = require_array

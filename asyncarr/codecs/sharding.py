@@ -9,17 +9,20 @@ chunk that was never written, which reads as the fill value.
 `ShardingCodec.decode` / `encode` turn whole shards into arrays and back (the array layer's
 read-modify-write of a partial shard goes through them). Encoding writes inner chunks in Morton
 order, as zarr-python does, so neighbouring inner chunks sit next to each other in the object,
-and omits inner chunks equal to the fill value unless ``config.write_empty_chunks`` is set.
+and omits inner chunks equal to the fill value unless the array's ``write_empty_chunks`` (by default
+``config.write_empty_chunks``) is set.
 Reads of part of a shard use the helpers here (`index_byte_range`, `parse_index`,
 `decode_inner_chunk_into`) from `asyncarr.shards`, which fetches only the byte ranges it needs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self
 
 import numpy as np
@@ -43,6 +46,25 @@ refused with `CodecError` naming the shard before anything of its size is reques
 """
 
 _INDEX_LOCATIONS = ("start", "end")
+# The writing array handle's write_empty_chunks, for the shards it encodes in this thread (None: the config's).
+_writing = threading.local()
+
+
+@contextlib.contextmanager
+def inner_chunks_written_when_empty(write_empty: bool | None) -> Iterator[None]:
+    """Within the block, shards encoded in this thread keep (True) or leave out (False) inner chunks
+    equal to the fill value, as the array handle doing the write says."""
+    previous = getattr(_writing, "write_empty", None)
+    _writing.write_empty = write_empty
+    try:
+        yield
+    finally:
+        _writing.write_empty = previous
+
+
+def _write_empty_inner_chunks() -> bool:
+    write_empty = getattr(_writing, "write_empty", None)
+    return bool(config.get("write_empty_chunks")) if write_empty is None else write_empty
 _CONFIG_FIELDS = {"chunk_shape", "codecs", "index_codecs", "index_location"}
 _DEFAULT_INDEX_CODECS = ({"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"})
 
@@ -345,14 +367,15 @@ class ShardingCodec(ArrayBytesCodec):
 
     def encode(self, array: np.ndarray, spec: ChunkSpec) -> Buffer:
         """Encode a whole shard; inner chunks equal to the fill value are left out (as absent)
-        unless ``config.write_empty_chunks`` is set. A shard of nothing but fill is just an index."""
+        unless the writing array's ``write_empty_chunks`` (by default ``config.write_empty_chunks``) is set.
+        A shard of nothing but fill is just an index."""
         self._check_spec(spec)
         if not self.index_within_cap:
             raise ValueError(self._index_too_large())
         index = np.full((*self.chunks_per_shard, 2), EMPTY_ENTRY, dtype=np.uint64)
         entries = index.reshape(-1, 2)
         order = self._write_order
-        if not config.get("write_empty_chunks"):
+        if not _write_empty_inner_chunks():
             kept = ~_fill_mask(array, self.fill_value, self.inner_chunk_shape).ravel()
             order = order[kept[order]]
         pieces: list[bytes] = []
