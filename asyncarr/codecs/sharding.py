@@ -65,6 +65,8 @@ def inner_chunks_written_when_empty(write_empty: bool | None) -> Iterator[None]:
 def _write_empty_inner_chunks() -> bool:
     write_empty = getattr(_writing, "write_empty", None)
     return bool(config.get("write_empty_chunks")) if write_empty is None else write_empty
+
+
 _CONFIG_FIELDS = {"chunk_shape", "codecs", "index_codecs", "index_location"}
 _DEFAULT_INDEX_CODECS = ({"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"})
 
