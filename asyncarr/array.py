@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from . import config
-from .chunk_io import ChunkIO, _chunks_in_flight
+from .chunk_io import ChunkIO
 from .codecs.executor import run_in_codec_pool
 from .codecs.pipeline import CodecPipeline
 from .concurrency import for_each_concurrently
@@ -518,36 +518,24 @@ class AsyncArray(PickledByConfiguration):
         array_value = indexer.value_buffer(_broadcast_value(value, tuple(indexer.shape), field_dtype))
         chunk_io, store = self._chunk_io(), self._store
         projections = list(indexer)
-        # Reads starting from now must not join a decode of a chunk this write is changing.
-        in_flight = _chunks_in_flight()
-        for projection in projections:
-            in_flight.pop((store.location, chunk_io.chunk_key(projection.chunk_coords)), None)
+        chunk_io.forget_shared_decodes(projections)
         limit = min(config.get("concurrency"), max(1, len(projections)))
         write_empty = chunk_io.write_empty()
 
-        async def stored_chunk(key: str) -> np.ndarray:
-            async with store.limiter:
-                data = await store.get(key)
-            if data is None:
-                return np.full(self._grid, chunk_io.fill, dtype=self.dtype)
-            return await run_in_codec_pool(chunk_io.decode_writable, data, key)
-
         if len(projections) > 1:
             # As other writes: a damaged chunk fails the write before any chunk is changed.
-            await for_each_concurrently(projections, lambda p: stored_chunk(chunk_io.chunk_key(p.chunk_coords)), limit)
+            await for_each_concurrently(
+                projections, lambda p: chunk_io.stored_chunk(chunk_io.chunk_key(p.chunk_coords)), limit
+            )
 
         async def write(projection: ChunkProjection) -> None:
             piece = array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
             key = chunk_io.chunk_key(projection.chunk_coords)
             async with chunk_lock(store.location, key, self._synchronizer):
-                chunk = await stored_chunk(key)
+                chunk = await chunk_io.stored_chunk(key)
                 chunk[fields][projection.chunk_selection] = piece  # a view of the fields: writes through
                 encoded = await run_in_codec_pool(chunk_io.encode_unless_fill, chunk, key, write_empty)
-                async with store.limiter:
-                    if encoded is None:
-                        await store.delete(key)
-                    else:
-                        await store.set(key, encoded)
+                await chunk_io.put_chunk(key, encoded)
 
         await for_each_concurrently(projections, write, limit)
 

@@ -219,10 +219,7 @@ class ChunkIO:
         """Write into the selection ``indexer`` describes: from ``value`` (laid out like the
         indexer's buffer), or, when ``value`` is None, from ``piece_of(projection)``."""
         limit = min(config.get("concurrency"), max(1, indexer.nchunks))
-        # Reads starting from now must not join a decode of a chunk this write is changing.
-        in_flight = _chunks_in_flight()
-        for projection in indexer:
-            in_flight.pop((self.store.location, self.chunk_key(projection.chunk_coords)), None)
+        self.forget_shared_decodes(indexer)
         if indexer.nchunks > 1:
             await self._check_partial_chunks_decode(indexer, limit)
         fast = (
@@ -303,21 +300,34 @@ class ChunkIO:
             if projection.is_complete_chunk:
                 chunk = self._chunk_to_update(projection, piece, write_empty, _never_called)
             else:
-                async with store.limiter:
-                    data = await store.get(key)
-                if data is None:
-                    chunk = np.full(self.grid, self.fill, dtype=self.dtype)
-                else:
-                    chunk = await run_in_codec_pool(self.decode_writable, data, key)
+                chunk = await self.stored_chunk(key)
             encoded = None
             if chunk is not None:
                 chunk[projection.chunk_selection] = piece
                 encoded = await run_in_codec_pool(self.encode_unless_fill, chunk, key, write_empty)
-            async with store.limiter:
-                if encoded is None:
-                    await store.delete(key)
-                else:
-                    await store.set(key, encoded)
+            await self.put_chunk(key, encoded)
+
+    def forget_shared_decodes(self, projections: Iterable[ChunkProjection]) -> None:
+        """Reads starting from now must not join a decode of a chunk a write is about to change."""
+        in_flight = _chunks_in_flight()
+        for projection in projections:
+            in_flight.pop((self.store.location, self.chunk_key(projection.chunk_coords)), None)
+
+    async def stored_chunk(self, key: str) -> np.ndarray:
+        """The chunk at ``key`` as a writable array to update (the fill value where none is stored)."""
+        async with self.store.limiter:
+            data = await self.store.get(key)
+        if data is None:
+            return np.full(self.grid, self.fill, dtype=self.dtype)
+        return await run_in_codec_pool(self.decode_writable, data, key)
+
+    async def put_chunk(self, key: str, encoded: bytes | None) -> None:
+        """Store an encoded chunk, or delete the key where the chunk became fill (``encoded`` None)."""
+        async with self.store.limiter:
+            if encoded is None:
+                await self.store.delete(key)
+            else:
+                await self.store.set(key, encoded)
 
     # -- chunk-level helpers -------------------------------------------------------------------------
 
