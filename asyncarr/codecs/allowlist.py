@@ -53,15 +53,20 @@ def _finite_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
 
 
+def _short_dtype(value: Any) -> np.dtype | None:
+    """The NumPy data type a short type string such as ``"<i4"`` names, or None for anything else."""
+    if not isinstance(value, str) or len(value) > 16:
+        return None
+    try:
+        return np.dtype(value)
+    except Exception:
+        return None
+
+
 def _numeric_dtype(value: Any) -> bool:
     """A plain numeric data type string such as ``"<i4"`` (no objects, records or sub-arrays)."""
-    if not isinstance(value, str) or len(value) > 16:
-        return False
-    try:
-        dtype = np.dtype(value)
-    except Exception:
-        return False
-    return dtype.kind in "biufc" and dtype.fields is None and dtype.subdtype is None
+    dtype = _short_dtype(value)
+    return dtype is not None and dtype.kind in "biufc" and dtype.fields is None and dtype.subdtype is None
 
 
 def _lzma_filters(value: Any) -> bool:
@@ -95,13 +100,8 @@ def _category_labels(value: Any) -> bool:
 
 def _unicode_dtype(value: Any) -> bool:
     """A fixed-length Unicode data type string such as ``"<U5"`` (what ``categorize`` decodes to)."""
-    if not isinstance(value, str) or len(value) > 16:
-        return False
-    try:
-        dtype = np.dtype(value)
-    except Exception:
-        return False
-    return dtype.kind == "U" and dtype.itemsize > 0
+    dtype = _short_dtype(value)
+    return dtype is not None and dtype.kind == "U" and dtype.itemsize > 0
 
 
 def _unsigned_dtype(value: Any) -> bool:
