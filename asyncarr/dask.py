@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import dask.array as da
     from dask.delayed import Delayed
 
-__all__ = ["ArrayOrStore", "align_to_write_units", "from_zarr", "to_zarr", "write_unit"]
+__all__ = ["ArrayOrStore", "align_to_write_units", "blocks_align", "from_zarr", "to_zarr", "write_unit"]
 
 _WRITE_MODES = ("w-", "w", "a", "r+")
 
@@ -68,6 +68,11 @@ def from_zarr(
     name = "from-zarr-" + tokenize(_identity(array), dask_chunks)
     meta = np.empty((0,) * array.ndim, dtype=array.dtype)
     return da.from_array(array, chunks=dask_chunks, name=name, lock=False, asarray=False, fancy=False, meta=meta)
+
+
+def blocks_align(chunks: tuple[tuple[int, ...], ...], unit: tuple[int, ...]) -> bool:
+    """Whether every boundary between dask blocks ``chunks`` falls on a boundary of the write unit ``unit``."""
+    return all(_boundaries_on_multiples(blocks, step) for blocks, step in zip(chunks, unit, strict=True))
 
 
 def align_to_write_units(x: da.Array, unit: tuple[int, ...]) -> da.Array:

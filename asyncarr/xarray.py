@@ -27,6 +27,7 @@ from xarray.core import indexing
 
 import asyncarr.sync as za
 from asyncarr import config
+from asyncarr.dask import blocks_align
 from asyncarr.errors import ContainsArrayError, ContainsGroupError, NodeNotFoundError
 from asyncarr.stores import Store
 
@@ -488,17 +489,6 @@ def _write_chunks(encoding: Mapping[str, Any], variable: xr.Variable) -> tuple[i
     return None
 
 
-def _aligned(data_chunks: tuple[tuple[int, ...], ...], unit: tuple[int, ...]) -> bool:
-    """Whether every dask block boundary falls on a boundary of the write unit (chunk or shard)."""
-    for axis_chunks, size in zip(data_chunks, unit, strict=True):
-        edge = 0
-        for block in axis_chunks[:-1]:
-            edge += block
-            if edge % size:
-                return False
-    return True
-
-
 def _open_target_group(
     store: Any, path: str | None, mode: str, zarr_format: int | None, storage_options: dict[str, Any]
 ) -> za.Group:
@@ -613,7 +603,7 @@ def to_zarr(
         data = encoded.data
         if isinstance(data, dask.array.Array):
             unit = tuple(array.shards or array.chunks)
-            if encoded.ndim and not _aligned(data.chunks, unit):
+            if encoded.ndim and not blocks_align(data.chunks, unit):
                 data = data.rechunk(unit)  # one dask block per write unit: no two tasks share a chunk
             sources.append(data)
             targets.append(array)
