@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .array import AsyncArray
+from .copy import copy, copy_all, copy_store, creation_keywords  # noqa: F401 - public: in PUBLIC_FUNCTIONS
 from .creation import array_config_write_empty_chunks, build_array_metadata, zarr3_creation_arguments
 from .errors import (
     ArrayNotFoundError,
@@ -39,6 +40,9 @@ from .tree import Tree
 PUBLIC_FUNCTIONS = (
     "array",
     "consolidate_metadata",
+    "copy",
+    "copy_all",
+    "copy_store",
     "create",
     "create_array",
     "create_group",
@@ -530,8 +534,8 @@ async def from_array(
         if source.zarr_format == zarr_format == 3:
             dimension_names = metadata.dimension_names if dimension_names is None else dimension_names
             chunk_key_encoding = metadata.chunk_key_encoding if chunk_key_encoding is None else chunk_key_encoding
-        inner = metadata.codecs
-        if source.zarr_format == 3 and inner[0]["name"] == "sharding_indexed":
+        inner = metadata.codecs if source.zarr_format == 3 else ()
+        if inner and inner[0]["name"] == "sharding_indexed":
             inner = tuple(inner[0]["configuration"]["codecs"])
         if source.zarr_format == 3:
             kept_filters, kept_serializer, kept_compressors = _split_v3_chain(inner)
@@ -708,6 +712,8 @@ _FORWARDS_KEYWORDS_TO: dict[str, Any] = {
     "zeros_like": "create",
     "ones_like": "create",
     "full_like": "create",
+    "copy": creation_keywords,
+    "copy_all": creation_keywords,
 }
 """Where each public function's ``**kwargs`` go; a function not named here takes only its own keywords.
 

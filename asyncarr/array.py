@@ -717,6 +717,11 @@ class AsyncArray(PickledByConfiguration):
                 stored.append((coords, key))
         return stored
 
+    async def stored_chunk_keys(self) -> list[str]:
+        """The store keys of the stored chunks (shards, for a sharded array): one listing, or where the
+        store cannot list, one probe per key of a grid of at most ``config.max_probed_chunks``."""
+        return [key for _, key in await self._stored_chunks("stored_chunk_keys")]
+
     def _chunks_per_object(self) -> int:
         return math.prod(g // c for g, c in zip(self._grid, self.chunks, strict=True))
 

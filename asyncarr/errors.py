@@ -9,6 +9,7 @@ __all__ = [
     "CodecError",
     "ContainsArrayError",
     "ContainsGroupError",
+    "CopyError",
     "GroupNotFoundError",
     "MetadataError",
     "NodeNotFoundError",
@@ -63,3 +64,7 @@ class StoreError(AsyncarrError, OSError):
 
 class AccessDeniedError(StoreError, PermissionError):
     """The store refused the request (HTTP 401/403 or a filesystem permission error)."""
+
+
+class CopyError(AsyncarrError, RuntimeError):
+    """A copy would overwrite or mix with what is at its destination (zarr 2's ``zarr.CopyError``)."""

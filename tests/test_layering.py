@@ -28,13 +28,14 @@ PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1] / "asyncarr"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "entry points",
-        ("asyncarr", "asyncarr.__main__", "asyncarr.cli", "asyncarr.copy", "asyncarr.xarray", "asyncarr.dask"),
+        ("asyncarr", "asyncarr.__main__", "asyncarr.cli", "asyncarr.xarray", "asyncarr.dask"),
     ),
     ("blocking facade", ("asyncarr.sync", "asyncarr.sync_functions", "asyncarr.sync_loop", "asyncarr.facade")),
     (
         "arrays and groups",
         (
             "asyncarr.api",
+            "asyncarr.copy",  # the engine of `asyncarr cp` and of za.copy: below the facade, which forwards to it
             "asyncarr.array",
             "asyncarr.group",
             "asyncarr.creation",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from numcodecs import blosc
 
 from .. import config, sync_functions
+from ..errors import CopyError
 from ..facade import Array, Attributes, Group, OIndex, VIndex
 from ..locks import ProcessSynchronizer, ThreadSynchronizer
 from ..sync_functions import *  # noqa: F403 - one blocking twin of each name in asyncarr.api.PUBLIC_FUNCTIONS
@@ -33,6 +34,7 @@ from .storage import DirectoryStore, LRUStoreCache, MemoryStore, NestedDirectory
 __all__ = [
     "Array",
     "Attributes",
+    "CopyError",
     "DirectoryStore",
     "Group",
     "LRUStoreCache",
