@@ -165,6 +165,19 @@ def test_zip_store_close_awaited_in_async_code(tmp_path: pathlib.Path) -> None:
     np.testing.assert_array_equal(zarr.open_array(zarr.storage.ZipStore(tmp_path / "a.zip"), mode="r")[:], np.arange(4))
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a close() coroutine never awaited would warn
+def test_a_zip_opened_by_path_closes_when_the_script_calls_close(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "by-path.zip"
+    z = za.open(str(path), mode="w", shape=(10, 12), chunks=(4, 5), dtype="i4")
+    z[:] = DATA
+    assert not zipfile.is_zipfile(path)
+    z.store.close()  # the store za.open made from the path: no await, yet the file is finished
+    assert zipfile.is_zipfile(path)
+    reader = zarr.storage.ZipStore(path, mode="r")
+    np.testing.assert_array_equal(zarr.open_array(reader, mode="r")[:], DATA)
+    reader.close()
+
+
 def test_zip_store_refuses_what_it_cannot_do(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match="uncompressed"):
         storage.ZipStore(tmp_path / "x.zip", mode="w", compression=zipfile.ZIP_DEFLATED)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from ..errors import AccessDeniedError, StoreError
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .closing import AlreadyClosed
 
 __all__ = ["ZipStore"]
 
@@ -107,14 +108,19 @@ class ZipStore(Store):
         if finalizer is not None:
             finalizer()
 
-    async def close(self) -> None:
-        """Write the central directory and close the file; later use reopens it (never truncating)."""
-        # Runs inline so that a plain `with ZipStore(...)` can close it.
+    def close(self) -> AlreadyClosed:  # type: ignore[override]
+        """Write the central directory and close the file now, awaited or not; later use reopens it.
+
+        Done on the call (under the lock, as every member write is), so a script's bare
+        ``z.store.close()`` on a zip that ``za.open("x.zip")`` opened finishes the file, as
+        zarr's does, and ``await store.close()`` still works.
+        """
         with self._lock:
             try:
                 self._close_file()
             except OSError as exc:
                 raise self._error("", exc) from exc
+        return AlreadyClosed()
 
     async def _locked(self, key: str, function: Callable[..., _T], *args: Any) -> _T:
         """Run ``function(*args)`` on a thread under the lock, mapping errors to ones naming ``key``."""

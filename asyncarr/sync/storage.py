@@ -19,7 +19,7 @@ import re
 import sys
 import types
 import zipfile
-from collections.abc import Coroutine, Generator, Mapping, MutableMapping, Sequence
+from collections.abc import Coroutine, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numcodecs
@@ -35,6 +35,7 @@ from ..stores import as_store as _as_store
 from ..stores import from_url as _from_url
 from ..stores.cache import LRUStoreCache as _LRUStoreCache
 from ..stores.cache import WrapperStore
+from ..stores.closing import AlreadyClosed
 from ..sync_loop import _opened_stores, _run
 
 __all__ = [
@@ -49,39 +50,13 @@ __all__ = [
 ]
 
 
-class _Closed(Coroutine[Any, Any, None]):
-    """What a blocking ``close()`` returns: already done, yet awaitable (and no warning if it never is)."""
-
-    def send(self, value: Any) -> Any:
-        """Finish at once."""
-        raise StopIteration(None)
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        """Raise what is thrown in."""
-        raise typ if val is None else val
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return
-        yield
-
-
-def _finish_inline(close: Coroutine[Any, Any, None]) -> None:
-    """Run a close coroutine that awaits nothing real (local, memory and zip stores) to its end, here."""
-    try:
-        close.send(None)
-    except StopIteration:
-        return
-    close.close()  # pragma: no cover - such stores never suspend
-    raise RuntimeError("this store's close() waits on I/O; close it with 'await store.close()'")
-
-
 def _close_now(close: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
-    """Close on the facade's loop and return `_Closed`; inside a running event loop, return ``close`` to await."""
+    """Close on the facade's loop and return `AlreadyClosed`; inside a running event loop, return ``close`` to await."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         _run(close)
-        return _Closed()
+        return AlreadyClosed()
     return close
 
 
@@ -93,7 +68,7 @@ class LocalStore(_LocalStore):
 
     def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
         """Nothing to release; returns an awaitable that is already done."""
-        return _Closed()
+        return AlreadyClosed()
 
 
 class MemoryStore(_MemoryStore):
@@ -118,7 +93,7 @@ class MemoryStore(_MemoryStore):
 
     def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
         """Nothing to release; returns an awaitable that is already done."""
-        return _Closed()
+        return AlreadyClosed()
 
 
 class ZipStore(_ZipStore):
@@ -151,14 +126,6 @@ class ZipStore(_ZipStore):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         _ZipStore.__init__(self, state["path"], state["mode"])
-
-    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
-        """Write the central directory and close the file now; returns an awaitable that is already done."""
-        _finish_inline(super().close())
-        return _Closed()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 _CHUNK_KEY = re.compile(r"^\d+(\.\d+)+$")
@@ -195,7 +162,7 @@ class DirectoryStore(_LocalStore):
 
     def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
         """Nothing to release; returns an awaitable that is already done."""
-        return _Closed()
+        return AlreadyClosed()
 
     # zarr 2's nested layout: every path to a file goes through _file_path, so mapping the key there
     # covers reads, writes, deletes, sizes and the blocking twins alike.
