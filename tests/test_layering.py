@@ -28,7 +28,15 @@ PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1] / "asyncarr"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "entry points",
-        ("asyncarr", "asyncarr.__main__", "asyncarr.cli", "asyncarr.xarray", "asyncarr.dask"),
+        (
+            "asyncarr",
+            "asyncarr.__main__",
+            "asyncarr.cli",
+            "asyncarr.cli_copy",
+            "asyncarr.cli_output",
+            "asyncarr.xarray",
+            "asyncarr.dask",
+        ),
     ),
     ("blocking facade", ("asyncarr.sync", "asyncarr.sync_functions", "asyncarr.sync_loop", "asyncarr.facade")),
     (
