@@ -550,3 +550,92 @@ def test_config_says_which_zarr_keys_it_ignores_and_which_it_refuses() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         za.config.set({"async.concurrency": 0})
     assert asyncarr.config.current() == before
+
+
+# -- zarr 3's wrappers and zarr 2's other store names ----------------------------------------------
+
+
+def test_logging_store_logs_and_counts_every_call_as_zarr_does(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    ours = storage.LoggingStore(storage.LocalStore(tmp_path / "ours"), log_handler=logging.NullHandler())
+    theirs = zarr.storage.LoggingStore(zarr.storage.LocalStore(tmp_path / "theirs"), log_handler=logging.NullHandler())
+    with caplog.at_level(logging.INFO):
+        za.create_array(ours, shape=(4, 4), chunks=(2, 2), dtype="i2")[...] = np.arange(16).reshape(4, 4)
+        zarr.create_array(theirs, shape=(4, 4), chunks=(2, 2), dtype="i2")[...] = np.arange(16).reshape(4, 4)
+    # Both wrote the same objects: the metadata document and four chunks, each set logged and counted.
+    assert ours.counter["set"] == theirs.counter["set"] == 5
+    for name in (ours.logger.name, theirs.logger.name):
+        lines = [r.getMessage() for r in caplog.records if r.name == name]
+        assert " Calling LocalStore.set(c/0/0)" in lines
+        assert any(line.startswith("Finished LocalStore.set(zarr.json) [") for line in lines)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "ours", mode="r")[...], np.arange(16).reshape(4, 4))
+    ours.close()
+
+
+def test_wrapper_store_passes_everything_through(tmp_path: pathlib.Path) -> None:
+    wrapped = storage.WrapperStore(storage.LocalStore(tmp_path))
+    za.create_array(wrapped, shape=(3,), chunks=(3,), dtype="u1")[...] = [1, 2, 3]
+    np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[...], [1, 2, 3])
+    assert wrapped.close() is not None  # blocking, and still awaitable
+
+
+def test_zarr2_kvstore_keeps_keys_in_the_users_mapping() -> None:
+    mapping: dict[str, bytes] = {}
+    z = za.zeros((6,), chunks=(3,), dtype="i4", store=za.KVStore(mapping), zarr_format=2)
+    z[:] = np.arange(6)
+    assert {".zarray", "0", "1"} <= mapping.keys()
+    theirs = zarr.open_array(
+        zarr.storage.MemoryStore({k: zarr.core.buffer.cpu.Buffer.from_bytes(v) for k, v in mapping.items()}), mode="r"
+    )
+    np.testing.assert_array_equal(theirs[:], np.arange(6))
+
+
+def test_zarr2_tempstore_is_a_directory_removed_at_exit(tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncarr.sync as za, numpy as np\n"
+        f"store = za.TempStore(dir={str(tmp_path)!r})\n"
+        "z = za.zeros((4,), chunks=(2,), dtype='i4', store=store); z[:] = 7\n"
+        "print(store.path); assert (za.open_array(store, mode='r')[:] == 7).all()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    path = pathlib.Path(done.stdout.strip())
+    assert path.parent == tmp_path and not path.exists()
+
+
+def test_zarr2_fsstore_opens_urls_with_asyncarrs_drivers(tmp_path: pathlib.Path) -> None:
+    from emulators import s3
+
+    bucket = s3.new_bucket()
+    store = za.FSStore(f"s3://{bucket}/data.zarr", **s3.store_options())
+    z = za.zeros((5,), chunks=(5,), dtype="f8", store=store, zarr_format=2)
+    z[:] = np.linspace(0, 1, 5)
+    store.close()
+    keys = {o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket)["Contents"]}
+    assert {"data.zarr/.zarray", "data.zarr/0"} <= keys
+    reader = za.FSStore(f"s3://{bucket}/data.zarr", mode="r", **s3.store_options())
+    np.testing.assert_array_equal(za.open_array(reader, mode="r")[:], np.linspace(0, 1, 5))
+    with pytest.raises(TypeError, match="fsspec"):
+        za.FSStore(str(tmp_path), fs=object())
+
+
+def test_zarr2_absstore_writes_an_azure_container() -> None:
+    from emulators import azure
+
+    container = azure.new_container()
+    store = za.ABSStore(
+        container,
+        prefix="nested/data",
+        account_name=azure.ACCOUNT,
+        account_key=azure.KEY,
+        blob_service_kwargs={"account_url": azure.azurite_account_url()},
+    )
+    z = za.zeros((4,), chunks=(2,), dtype="i2", store=store, zarr_format=2)
+    z[:] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(za.open_array(store, mode="r")[:], [1, 2, 3, 4])
+    store.close()

@@ -29,19 +29,33 @@ from ..sync_functions import *  # noqa: F403 - one blocking twin of each name in
 from ..sync_loop import _loop_thread as _loop_thread  # tests reach the loop thread as asyncarr.sync._loop_thread
 from ..sync_loop import _run as _run
 from . import codecs, storage
-from .storage import DirectoryStore, LRUStoreCache, MemoryStore, NestedDirectoryStore, ZipStore
+from .storage import (
+    ABSStore,
+    DirectoryStore,
+    FSStore,
+    KVStore,
+    LRUStoreCache,
+    MemoryStore,
+    NestedDirectoryStore,
+    TempStore,
+    ZipStore,
+)
 
 __all__ = [
+    "ABSStore",
     "Array",
     "Attributes",
     "CopyError",
     "DirectoryStore",
+    "FSStore",
     "Group",
+    "KVStore",
     "LRUStoreCache",
     "MemoryStore",
     "NestedDirectoryStore",
     "OIndex",
     "ProcessSynchronizer",
+    "TempStore",
     "ThreadSynchronizer",
     "VIndex",
     "ZipStore",

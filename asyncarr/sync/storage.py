@@ -14,9 +14,12 @@ spelling); it reads and writes the setting ``asyncarr.config.get("default_compre
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
+import shutil
 import sys
+import tempfile
 import types
 import zipfile
 from collections.abc import Coroutine, Mapping, MutableMapping, Sequence
@@ -34,18 +37,26 @@ from ..stores import ZipStore as _ZipStore
 from ..stores import as_store as _as_store
 from ..stores import from_url as _from_url
 from ..stores.cache import LRUStoreCache as _LRUStoreCache
-from ..stores.cache import WrapperStore
+from ..stores.cache import WrapperStore as _WrapperStore
 from ..stores.closing import AlreadyClosed
+from ..stores.logged import LoggingStore as _LoggingStore
+from ..stores.mapping import MappingStore as _MappingStore
 from ..sync_loop import _opened_stores, _run
 
 __all__ = [
+    "ABSStore",
     "DirectoryStore",
+    "FSStore",
     "FsspecStore",
+    "KVStore",
     "LRUStoreCache",
     "LocalStore",
+    "LoggingStore",
     "MemoryStore",
     "NestedDirectoryStore",
     "Store",
+    "TempStore",
+    "WrapperStore",
     "ZipStore",
 ]
 
@@ -206,7 +217,7 @@ class NestedDirectoryStore(DirectoryStore):
         super().__init__(path, normalize_keys=normalize_keys, dimension_separator="/")
 
 
-class FsspecStore(WrapperStore):
+class FsspecStore(_WrapperStore):
     """zarr 3's ``FsspecStore``, opened with ``FsspecStore.from_url``: asyncarr's own store for the URL."""
 
     def __init__(self, store: Store, *, read_only: bool | None = None) -> None:
@@ -255,6 +266,104 @@ class LRUStoreCache(_LRUStoreCache):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class WrapperStore(_WrapperStore):
+    """zarr 3's ``WrapperStore(store)``: passes every call to ``store``; subclass it to change some."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+
+    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        """Close the wrapped store now (in async code: returns the close to await)."""
+        return _close_now(self.inner.close())
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class LoggingStore(_LoggingStore):
+    """zarr 3's ``LoggingStore(store, log_level="DEBUG", log_handler=None)``: every call logged and counted."""
+
+    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        """Close the wrapped store now (in async code: returns the close to await)."""
+        return _close_now(self.inner.close())
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class TempStore(DirectoryStore):
+    """zarr 2's ``TempStore``: a `DirectoryStore` in a new temporary directory, removed at interpreter exit."""
+
+    def __init__(
+        self,
+        suffix: str = "",
+        prefix: str = "zarr",
+        dir: str | os.PathLike[str] | None = None,  # noqa: A002 - zarr 2's (and tempfile's) name
+        normalize_keys: bool = False,
+        dimension_separator: str | None = None,
+    ) -> None:
+        path = tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=dir)
+        atexit.register(shutil.rmtree, path, True)
+        super().__init__(path, normalize_keys=normalize_keys, dimension_separator=dimension_separator)
+
+
+class KVStore(_MappingStore):
+    """zarr 2's ``KVStore(mutablemapping)``: any MutableMapping of str to bytes (a dict, ``dbm.open(...)``)."""
+
+    def __init__(self, mutablemapping: MutableMapping[str, Any]) -> None:
+        super().__init__(mutablemapping)
+
+    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        """Close (or flush) the mapping now if it can be (in async code: returns the close to await)."""
+        return _close_now(super().close())
+
+
+class FSStore(FsspecStore):
+    """zarr 2's ``FSStore(url, mode="w", **storage_options)``: the URL opened with asyncarr's own drivers."""
+
+    def __init__(
+        self,
+        url: str,
+        key_separator: str | None = None,
+        mode: str = "w",
+        dimension_separator: str | None = None,
+        **storage_options: Any,
+    ) -> None:
+        if (key_separator or dimension_separator) not in (None, "."):
+            raise ValueError("pass dimension_separator= when creating the array, not to FSStore")
+        unsupported = sorted({"fs", "exceptions", "missing_exceptions", "check", "create"} & storage_options.keys())
+        if unsupported:
+            raise TypeError(
+                f"FSStore({', '.join(unsupported)}=...) configures fsspec, which asyncarr does not use; "
+                "pass storage options (anon=, key=, secret=, endpoint_url=, ...) for asyncarr's own drivers"
+            )
+        super().__init__(_from_url(url, read_only=(mode == "r"), **storage_options))
+        _opened_stores.add(self)
+
+
+class ABSStore(FsspecStore):
+    """zarr 2's ``ABSStore(container, prefix="", account_name=None, account_key=None, ...)``: an Azure container."""
+
+    def __init__(
+        self,
+        container: str,
+        prefix: str = "",
+        account_name: str | None = None,
+        account_key: str | None = None,
+        blob_service_kwargs: Mapping[str, Any] | None = None,
+        dimension_separator: str | None = None,
+        client: Any = None,
+    ) -> None:
+        if client is not None:
+            raise TypeError("ABSStore(client=...) is not supported: pass account_name/account_key or a SAS token")
+        if dimension_separator not in (None, "."):
+            raise ValueError("pass dimension_separator= when creating the array, not to ABSStore")
+        options = {**dict(blob_service_kwargs or {}), "account_name": account_name, "account_key": account_key}
+        url = f"az://{container}/{prefix.strip('/')}".rstrip("/")
+        super().__init__(_from_url(url, **{k: v for k, v in options.items() if v is not None}))
+        _opened_stores.add(self)
 
 
 class _StorageModule(types.ModuleType):
