@@ -76,6 +76,11 @@ class ProgressBar:
             self._bar.total = total
         self._bar.update(done - self._bar.n)
 
+    def finish(self, done: int) -> None:
+        """End at ``done/done`` after a copy that succeeded (the engine reports nothing when nothing is left to do)."""
+        if self.enabled and (self._bar is None or self._bar.n != done):
+            self(done, done)
+
     def close(self) -> None:
         """Draw the bar a last time (``done/total``) and end its line."""
         if self._bar is not None:
@@ -117,6 +122,7 @@ def run_copy(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
             )
         )
+        progress.finish(result.chunks_copied + result.chunks_skipped)
     finally:
         progress.close()
     metrics = dict(getattr(result, "metrics", None) or {})
