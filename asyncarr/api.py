@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -60,7 +61,11 @@ PUBLIC_FUNCTIONS = (
     "open_array",
     "open_consolidated",
     "open_group",
+    "open_like",
+    "print_debug_info",
     "save",
+    "save_array",
+    "save_group",
     "tree",
     "zeros",
     "zeros_like",
@@ -164,21 +169,46 @@ async def open_group(
     zarr_format: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
     attributes: Mapping[str, Any] | None = None,
+    use_consolidated: bool | None = None,
 ) -> AsyncGroup:
-    """Open a group, creating it in modes 'a', 'w' and 'w-'."""
+    """Open a group, creating it in modes 'a', 'w' and 'w-'.
+
+    ``use_consolidated`` (zarr 3): None reads consolidated metadata where the group has it,
+    True requires it (ValueError if missing), False ignores it and reads each member's own."""
     mode = _check_mode(mode)
     resolved, path = _resolve(store, mode, storage_options, path)
     if mode in ("r", "r+", "a"):
         try:
-            return await AsyncGroup.open(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
+            opened = await AsyncGroup.open(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
         except GroupNotFoundError:
             if mode != "a":
                 raise
+        else:
+            return _with_consolidation(opened, use_consolidated)
     await check_not_inside_local_array(resolved)
     await _clear_for_create(resolved, path, mode, zarr_format, "group")
     zarr_format = _default_format(zarr_format)
     await ensure_parent_groups(resolved, path, zarr_format)
     return await AsyncGroup.create(resolved, path, zarr_format=zarr_format, attributes=attributes)
+
+
+def _with_consolidation(opened: AsyncGroup, use_consolidated: bool | None) -> AsyncGroup:
+    """``opened`` as ``use_consolidated`` asks: as it is (None), checked to have consolidated
+    metadata (True), or reopened without it (False)."""
+    if use_consolidated is None:
+        return opened
+    if use_consolidated:
+        if opened._consolidated is None:
+            where = opened.store.key_url(opened.path) or opened.store.location
+            raise ValueError(
+                f"{where}: the group has no consolidated metadata; write it with consolidate_metadata(), "
+                "or open the group with use_consolidated=None"
+            )
+        return opened
+    metadata = opened.metadata
+    if isinstance(metadata, GroupMetadataV3):
+        metadata = dataclasses.replace(metadata, consolidated_metadata=None)
+    return AsyncGroup(opened.store, opened.path, metadata, read_only=opened.read_only)
 
 
 def _default_format(zarr_format: int | None) -> int:
@@ -229,12 +259,18 @@ async def create(
     path: str | None = None,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    read_only: bool = False,
     **kwargs: Any,
 ) -> AsyncArray:
-    """Create a new array (in memory unless ``store`` is given); ContainsArrayError if one exists."""
-    return await open_array(
+    """Create a new array (in memory unless ``store`` is given); ContainsArrayError if one exists.
+
+    ``read_only=True`` (zarr 3) returns a handle that refuses writes to the array just created."""
+    created = await open_array(
         store, "w" if overwrite else "w-", path=path, shape=shape, storage_options=storage_options, **kwargs
     )
+    if not read_only:
+        return created
+    return AsyncArray(created.store, created.path, created.metadata, read_only=True)
 
 
 async def zeros(shape: Any, **kwargs: Any) -> AsyncArray:
@@ -315,6 +351,12 @@ async def full_like(a: Any, fill_value: Any = None, **kwargs: Any) -> AsyncArray
     return await create(kwargs.pop("shape", a.shape), **_like_kwargs(a, kwargs))
 
 
+async def open_like(a: Any, path: StoreLike, **kwargs: Any) -> AsyncArray:
+    """Open (creating if missing) the array at ``path`` shaped, chunked and encoded like ``a`` (zarr 3)."""
+    kwargs.setdefault("shape", getattr(a, "shape", None))
+    return await open_array(path, **_like_kwargs(a, kwargs))
+
+
 async def group(
     store: StoreLike = None,
     *,
@@ -346,17 +388,63 @@ async def save(
     """Save one array as an array, or several (positional as arr_0, arr_1, ... and named) as a group."""
     if not arrays and not named:
         raise ValueError("save() needs at least one array")
+    where = {"zarr_format": zarr_format, "path": path, "storage_options": storage_options}
+    if len(arrays) == 1 and not named:
+        await save_array(store, arrays[0], **where)
+    else:
+        await save_group(store, *arrays, **where, **named)
+
+
+async def save_array(
+    store: StoreLike,
+    arr: Any,
+    *,
+    zarr_format: int | None = None,
+    path: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Save one array at ``path`` (replacing what is there); ``kwargs`` go to array creation (zarr 3)."""
     resolved, path = _resolve(store, "w", storage_options, path)
     try:
-        if len(arrays) == 1 and not named:
-            await array(arrays[0], store=resolved, path=path, zarr_format=zarr_format, overwrite=True)
-            return
+        await array(arr, store=resolved, path=path, zarr_format=zarr_format, overwrite=True, **kwargs)
+    finally:
+        await _close_if_opened_here(store, resolved)
+
+
+async def save_group(
+    store: StoreLike,
+    *args: Any,
+    zarr_format: int | None = None,
+    path: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Save arrays as members of a new group: positional ones as ``arr_0``, ``arr_1``, ..., named ones by name."""
+    if not args and not kwargs:
+        raise ValueError("save_group() needs at least one array")
+    resolved, path = _resolve(store, "w", storage_options, path)
+    try:
         root = await open_group(resolved, "w", path=path, zarr_format=zarr_format)
-        members = {f"arr_{i}": a for i, a in enumerate(arrays)} | named
-        for name, data in members.items():
+        for name, data in ({f"arr_{i}": a for i, a in enumerate(args)} | kwargs).items():
             await root.create_array(name, data=data)
     finally:
         await _close_if_opened_here(store, resolved)
+
+
+async def print_debug_info() -> None:
+    """Print the versions of Python, asyncarr and the libraries it uses (for bug reports)."""
+    import importlib.metadata
+    import platform
+
+    print(f"platform: {platform.platform()}")
+    print(f"python: {platform.python_version()}")
+    for package in ("asyncarr", "numpy", "numcodecs", "google-crc32c", "aiobotocore", "gcsfs", "azure-storage-blob"):
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        print(f"{package}: {version}")
 
 
 async def _close_if_opened_here(store_like: StoreLike, resolved: Store) -> None:
@@ -365,11 +453,17 @@ async def _close_if_opened_here(store_like: StoreLike, resolved: Store) -> None:
         await resolved.close()
 
 
-async def load(store: StoreLike, *, path: str | None = None, storage_options: Mapping[str, Any] | None = None) -> Any:
+async def load(
+    store: StoreLike,
+    *,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
     """Read an array into an ndarray, or a group into ``{name: ndarray}`` of its arrays."""
     resolved, path = _resolve(store, "r", storage_options, path)
     try:
-        node = await open(resolved, "r", path=path)
+        node = await open(resolved, "r", path=path, zarr_format=zarr_format)
         if isinstance(node, AsyncArray):
             return await node.getitem(Ellipsis)
         return {name: await a.getitem(Ellipsis) async for name, a in node.arrays()}
@@ -378,11 +472,15 @@ async def load(store: StoreLike, *, path: str | None = None, storage_options: Ma
 
 
 async def consolidate_metadata(
-    store: StoreLike, *, path: str | None = None, storage_options: Mapping[str, Any] | None = None
+    store: StoreLike,
+    *,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> AsyncGroup:
     """Gather the metadata of every node below the group at ``path`` into one document."""
     resolved, path = _resolve(store, "r+", storage_options, path)
-    root = await AsyncGroup.open(resolved, path)
+    root = await AsyncGroup.open(resolved, path, zarr_format=zarr_format)
     entries: dict[str, dict[str, Any]] = {}
 
     def add_documents(node_path: str, documents: Mapping[str, bytes]) -> None:
@@ -602,8 +700,11 @@ async def open_consolidated(
     mode: str = "a",
     zarr_format: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    use_consolidated: bool | str = True,
 ) -> AsyncGroup:
     """Open a group through its consolidated metadata; ValueError if it has none."""
+    if use_consolidated is False:
+        raise TypeError("open_consolidated(use_consolidated=False) contradicts itself; use open_group() instead")
     if mode == "a":  # open what is there (never create a group only to refuse it), writable if the store is
         try:
             opened = await open_group(store, "r+", path=path, zarr_format=zarr_format, storage_options=storage_options)
@@ -712,14 +813,64 @@ _FORWARDS_KEYWORDS_TO: dict[str, Any] = {
     "zeros_like": "create",
     "ones_like": "create",
     "full_like": "create",
+    "open_like": "open_array",
+    "save_array": "array",
     "copy": creation_keywords,
     "copy_all": creation_keywords,
 }
 """Where each public function's ``**kwargs`` go; a function not named here takes only its own keywords.
 
-``save`` is missing on purpose: its ``**named`` keywords are the names of the arrays it saves."""
-_ANY_KEYWORD = frozenset({"save"})
+``save`` and ``save_group`` are missing on purpose: their ``**named`` keywords are the names of the arrays they save."""
+_ANY_KEYWORD = frozenset({"save", "save_group"})
 _accepted_cache: dict[str, frozenset[str]] = {}
+
+_RENAMED_KEYWORDS = {"zarr_version": "zarr_format", "chunk_shape": "chunks"}
+"""zarr's older names (zarr 2's ``zarr_version``, zarr 3's v3 ``chunk_shape``) of asyncarr keywords."""
+_NODE_OPENERS = frozenset(
+    {"open", "open_array", "open_group", "group", "open_consolidated", "open_like", "create", "array"}
+    | {"zeros", "ones", "full", "empty", "empty_like", "zeros_like", "ones_like", "full_like"}
+)
+_NOTHING_TO_DO = ("cache_attrs", "cache_metadata", "chunk_store", "meta_array", "synchronizer")
+"""zarr 2 keywords of the functions that open nodes which change nothing in asyncarr (caches:
+metadata is read once per handle; synchronizer: a group needs none) or take only their default
+(chunk_store: chunks live beside their metadata; meta_array: results are NumPy arrays)."""
+
+
+def _older_keywords(name: str, accepted: set[str]) -> set[str]:
+    """The older zarr keyword names function ``name`` also takes, given the ones it takes now."""
+    older = {old for old, new in _RENAMED_KEYWORDS.items() if new in accepted}
+    return older | (set(_NOTHING_TO_DO) - accepted if name in _NODE_OPENERS else set())
+
+
+def current_keywords(called_as: str, name: str, keywords: dict[str, Any]) -> dict[str, Any]:
+    """``keywords`` with zarr's older names renamed, and those with nothing to do checked and dropped."""
+    if not keywords.keys() & (_RENAMED_KEYWORDS.keys() | set(_NOTHING_TO_DO)):
+        return keywords
+    keywords = dict(keywords)
+    for old, new in _RENAMED_KEYWORDS.items():
+        if old in keywords and old not in _own_keywords(name):
+            value = keywords.pop(old)
+            if keywords.get(new, value) != value:
+                raise TypeError(f"{called_as}() got {old}={value!r} and {new}={keywords[new]!r}; pass only {new}=")
+            keywords[new] = value
+    for old in set(_NOTHING_TO_DO) - _own_keywords(name):
+        if old not in keywords:
+            continue
+        value = keywords.pop(old)
+        if old == "chunk_store" and value is not None:
+            raise ValueError(
+                f"{called_as}(chunk_store=...): asyncarr keeps chunks in the same store as their metadata; "
+                "write to one store, or move chunks later with copy_store()"
+            )
+        if old == "meta_array" and value is not None and not isinstance(value, np.ndarray):
+            raise ValueError(f"{called_as}(meta_array=...): asyncarr returns NumPy arrays, not {type(value).__name__}")
+    return keywords
+
+
+def _own_keywords(name: str) -> set[str]:
+    """The keywords of function ``name``'s own signature (not those it forwards)."""
+    parameters = inspect.signature(globals()[name]).parameters.values()
+    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def accepted_keywords(name: str) -> frozenset[str] | None:
@@ -727,15 +878,13 @@ def accepted_keywords(name: str) -> frozenset[str] | None:
     if name in _ANY_KEYWORD:
         return None
     if name not in _accepted_cache:
-        function = globals()[name]
-        parameters = inspect.signature(function).parameters.values()
-        names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        names = _own_keywords(name)
         target = _FORWARDS_KEYWORDS_TO.get(name)
         if isinstance(target, str):
             names |= accepted_keywords(target) or set()
         elif target is not None:
             names |= {p.name for p in inspect.signature(target).parameters.values() if p.kind is p.KEYWORD_ONLY}
-        _accepted_cache[name] = frozenset(names)
+        _accepted_cache[name] = frozenset(names | _older_keywords(name, names))
     return _accepted_cache[name]
 
 
@@ -758,7 +907,7 @@ def _reporting_keyword_mistakes(function: Any) -> Any:
     @functools.wraps(function)
     async def checked(*args: Any, **kwargs: Any) -> Any:
         check_keywords(f"asyncarr.{name}", name, kwargs)
-        return await function(*args, **kwargs)
+        return await function(*args, **current_keywords(f"asyncarr.{name}", name, kwargs))
 
     return checked
 

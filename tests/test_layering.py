@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "leaves",
         (
             "asyncarr.errors",
+            "asyncarr._version",
             "asyncarr.config",
             "asyncarr.concurrency",
             "asyncarr.locks",

@@ -38,7 +38,7 @@ def misspelt(name: str) -> tuple[str, str]:
     return keyword[:-1], keyword
 
 
-@pytest.mark.parametrize("name", sorted(set(PUBLIC_FUNCTIONS) - {"save"}))
+@pytest.mark.parametrize("name", sorted(set(PUBLIC_FUNCTIONS) - {"save", "save_group", "print_debug_info"}))
 def test_a_misspelt_keyword_names_the_blocking_function_and_the_keyword_meant(name: str) -> None:
     typo, meant = misspelt(name)
     with pytest.raises(TypeError) as raised:
@@ -48,7 +48,7 @@ def test_a_misspelt_keyword_names_the_blocking_function_and_the_keyword_meant(na
     )
 
 
-@pytest.mark.parametrize("name", sorted(set(PUBLIC_FUNCTIONS) - {"save"}))
+@pytest.mark.parametrize("name", sorted(set(PUBLIC_FUNCTIONS) - {"save", "save_group", "print_debug_info"}))
 def test_a_misspelt_keyword_names_the_async_function_and_the_keyword_meant(name: str) -> None:
     typo, meant = misspelt(name)
     with pytest.raises(TypeError) as raised:
@@ -375,3 +375,115 @@ def test_create_array_takes_the_codec_classes_of_asyncarr_sync_codecs_as_zarr_ta
     zarr.create_array(str(tmp_path / "zarr"), **common, **theirs)
     assert metadata_documents(tmp_path / "asyncarr") == metadata_documents(tmp_path / "zarr")
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "asyncarr"), mode="r")[...], np.ones((10, 10)))
+
+
+# -- the rest of zarr 3's top-level names, and zarr's older keyword spellings ----------------------
+
+
+def test_every_top_level_zarr_name_exists_on_the_facade_with_every_keyword() -> None:
+    assert [name for name in zarr.__all__ if not hasattr(za, name)] == []
+    for name in zarr.__all__:
+        theirs = getattr(zarr, name)
+        if name not in PUBLIC_FUNCTIONS or inspect.isclass(theirs):
+            continue
+        keywords = {p.name for p in inspect.signature(theirs).parameters.values() if p.kind is not p.VAR_KEYWORD}
+        accepted = accepted_keywords(name)
+        if accepted is not None:
+            assert keywords - {"args"} <= accepted, name
+
+
+@pytest.mark.filterwarnings("ignore:zarr_version is deprecated:DeprecationWarning")
+def test_zarr_version_is_zarr_format_and_caches_are_accepted(tmp_path: Path) -> None:
+    ours = za.create((6,), chunks=(3,), dtype="i4", store=str(tmp_path / "ours"), zarr_version=2, cache_attrs=False)
+    theirs = zarr.create((6,), chunks=(3,), dtype="i4", store=str(tmp_path / "theirs"), zarr_version=2)
+    assert ours.metadata.zarr_format == theirs.metadata.zarr_format == 2
+    assert json.loads((tmp_path / "ours/.zarray").read_text())["chunks"] == [3]
+    with pytest.raises(TypeError, match="pass only zarr_format"):
+        za.create((6,), store=str(tmp_path / "x"), zarr_version=2, zarr_format=3)
+    with pytest.raises(ValueError, match="chunk_store"):
+        za.create((6,), store=str(tmp_path / "y"), chunk_store=za.MemoryStore())
+    group = za.group(str(tmp_path / "g"), zarr_version=2, synchronizer=za.ThreadSynchronizer(), cache_attrs=True)
+    assert group.metadata.zarr_format == 2
+
+
+def test_chunk_shape_and_read_only_in_create(tmp_path: Path) -> None:
+    ours = za.create((8, 8), chunk_shape=(4, 2), dtype="u1", store=str(tmp_path / "ours"), read_only=True)
+    assert ours.chunks == (4, 2) and ours.metadata.zarr_format == 3
+    assert ours.read_only
+    with pytest.raises(asyncarr.errors.ReadOnlyError):
+        ours[0, 0] = 1
+
+
+def test_use_consolidated_chooses_what_open_group_reads(tmp_path: Path) -> None:
+    root = za.open_group(str(tmp_path / "g"), mode="w", zarr_format=2)
+    root.create_array("a", shape=(2,), dtype="i1")
+    za.consolidate_metadata(str(tmp_path / "g"), zarr_format=2)
+    root.create_array("late", shape=(2,), dtype="i1")  # written after consolidation
+    assert sorted(za.open_group(str(tmp_path / "g"), mode="r").keys()) == ["a"]
+    assert sorted(za.open_group(str(tmp_path / "g"), mode="r", use_consolidated=False).keys()) == ["a", "late"]
+    theirs = zarr.open_group(str(tmp_path / "g"), mode="r", use_consolidated=False)
+    assert sorted(theirs.keys()) == ["a", "late"]
+    za.open_group(str(tmp_path / "plain"), mode="w")
+    with pytest.raises(ValueError, match="no consolidated metadata"):
+        za.open_group(str(tmp_path / "plain"), mode="r", use_consolidated=True)
+
+
+def test_save_array_save_group_and_load_as_zarr(tmp_path: Path) -> None:
+    za.save_array(str(tmp_path / "ours_a"), np.arange(6))
+    zarr.save_array(str(tmp_path / "theirs_a"), np.arange(6))  # (zarr 3.1 fails on chunks= here)
+    ours_doc, theirs_doc = _document(tmp_path / "ours_a"), _document(tmp_path / "theirs_a")
+    # Everything but the compressor, which is asyncarr's default (docs/zarr-compat.md, "Defaults").
+    assert {k: v for k, v in ours_doc.items() if k != "codecs"} == {
+        k: v for k, v in theirs_doc.items() if k != "codecs"
+    }
+    za.save_array(str(tmp_path / "chunked"), np.arange(6), chunks=(2,))
+    assert _document(tmp_path / "chunked")["chunk_grid"]["configuration"]["chunk_shape"] == [2]
+    za.save_group(str(tmp_path / "ours_g"), np.arange(3), named=np.ones(2))
+    zarr.save_group(str(tmp_path / "theirs_g"), np.arange(3), named=np.ones(2))
+    ours = za.load(str(tmp_path / "ours_g"))  # zarr 3.1's load() of a group raises NotImplementedError
+    theirs = zarr.open_group(str(tmp_path / "theirs_g"), mode="r")
+    assert sorted(ours) == sorted(theirs.array_keys()) == ["arr_0", "named"]
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name][...])
+    np.testing.assert_array_equal(za.load(str(tmp_path / "theirs_a"), zarr_format=3), np.arange(6))
+    with pytest.raises(ValueError):
+        za.save_group(str(tmp_path / "none"))
+
+
+def _document(path: Path) -> dict[str, Any]:
+    return json.loads((path / "zarr.json").read_text())
+
+
+def test_open_like_takes_shape_chunks_dtype_and_fill_value_from_the_array(tmp_path: Path) -> None:
+    source = za.create_array(str(tmp_path / "src"), shape=(10, 4), chunks=(5, 2), dtype="f4", fill_value=1.5)
+    ours = za.open_like(source, str(tmp_path / "ours"))
+    # zarr 3's open_like takes the same from zarr's array (its own str path is taken as a memory path in 3.1).
+    theirs = zarr.open_array(str(tmp_path / "src"), mode="r")
+    assert (ours.shape, ours.chunks, ours.dtype, ours.fill_value) == (
+        theirs.shape,
+        theirs.chunks,
+        theirs.dtype,
+        theirs.fill_value,
+    )
+    assert za.open_array(str(tmp_path / "ours"), mode="r").shape == (10, 4)
+
+
+def test_print_debug_info_names_the_versions(capsys: pytest.CaptureFixture[str]) -> None:
+    za.print_debug_info()
+    printed = capsys.readouterr().out
+    assert f"asyncarr: {asyncarr.__version__}" in printed and "numcodecs:" in printed
+    assert za.__version__ == asyncarr.__version__ and za.AsyncArray is asyncarr.AsyncArray
+
+
+@pytest.mark.parametrize("name", ["VLenUTF8Codec", "VLenBytesCodec"])
+def test_vlen_serializers_write_zarrs_metadata(tmp_path: Path, name: str) -> None:
+    values = np.array(["a", "bcd", "", "éé"], dtype=object)
+    dtype: Any = str
+    if name == "VLenBytesCodec":
+        values, dtype = np.array([v.encode() for v in values], dtype=object), bytes
+    ours = za.create_array(
+        str(tmp_path / "ours"), shape=(4,), chunks=(2,), dtype=dtype, serializer=getattr(za.codecs, name)()
+    )
+    ours[:] = values
+    assert _document(tmp_path / "ours")["codecs"][0] == getattr(zarr.codecs, name)().to_dict()
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours"), mode="r")[:], values)

@@ -51,10 +51,14 @@ def normalize_named_config(value: Any, field: str) -> dict[str, Any]:
     return result
 
 
+_KEEPS_EMPTY_CONFIGURATION = frozenset({"vlen-utf8", "vlen-bytes"})
+"""Codecs zarr-python writes with ``"configuration": {}`` (every other empty one it leaves out)."""
+
+
 def _named_config_json(value: dict[str, Any]) -> dict[str, Any] | str:
-    """Write a codec or extension as zarr-python does: an empty configuration is left out."""
+    """Write a codec or extension as zarr-python does: an empty configuration is left out, but for the vlen codecs."""
     result = copy.deepcopy(value)
-    if not result.get("configuration"):
+    if not result.get("configuration") and result.get("name") not in _KEEPS_EMPTY_CONFIGURATION:
         result.pop("configuration", None)
     return result
 

@@ -22,8 +22,11 @@ from __future__ import annotations
 from numcodecs import blosc
 
 from .. import config, sync_functions
+from .._version import __version__
+from ..array import AsyncArray
 from ..errors import CopyError
 from ..facade import Array, Attributes, Group, OIndex, VIndex
+from ..group import AsyncGroup
 from ..locks import ProcessSynchronizer, ThreadSynchronizer
 from ..sync_functions import *  # noqa: F403 - one blocking twin of each name in asyncarr.api.PUBLIC_FUNCTIONS
 from ..sync_loop import _loop_thread as _loop_thread  # tests reach the loop thread as asyncarr.sync._loop_thread
@@ -44,6 +47,8 @@ from .storage import (
 __all__ = [
     "ABSStore",
     "Array",
+    "AsyncArray",
+    "AsyncGroup",
     "Attributes",
     "CopyError",
     "DirectoryStore",
@@ -59,6 +64,7 @@ __all__ = [
     "ThreadSynchronizer",
     "VIndex",
     "ZipStore",
+    "__version__",
     "blosc",
     "codecs",
     "config",

@@ -24,6 +24,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from ..codecs import numcodecs_v3 as _numcodecs_v3
 from ..codecs import v3 as _v3
 from ..codecs.registry import to_v3_json
 
@@ -38,6 +39,8 @@ __all__ = [
     "ShardingCodec",
     "ShardingCodecIndexLocation",
     "TransposeCodec",
+    "VLenBytesCodec",
+    "VLenUTF8Codec",
     "ZstdCodec",
 ]
 
@@ -195,6 +198,25 @@ class TransposeCodec(_v3.TransposeCodec):
     def to_dict(self) -> dict[str, Any]:
         """The v3 JSON."""
         return self.to_json()
+
+
+class VLenUTF8Codec(_numcodecs_v3.VLenUTF8Codec):
+    """zarr 3's ``VLenUTF8Codec()``: the serializer of variable-length strings (``dtype=str``)."""
+
+    def v3_json_for_dtype(self, dtype: Any) -> dict[str, Any]:
+        """The v3 JSON, as zarr writes it (an empty configuration)."""
+        return {"name": self.name, "configuration": {}}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The v3 JSON, as zarr writes it (an empty configuration)."""
+        return {"name": self.name, "configuration": {}}
+
+
+class VLenBytesCodec(_numcodecs_v3.VLenBytesCodec):
+    """zarr 3's ``VLenBytesCodec()``: the serializer of variable-length byte strings (``dtype=bytes``)."""
+
+    v3_json_for_dtype = VLenUTF8Codec.v3_json_for_dtype
+    to_dict = VLenUTF8Codec.to_dict
 
 
 def _codec_json(codec: Any, dtype: Any) -> dict[str, Any]:
