@@ -217,17 +217,23 @@ class AsyncarrDataStore(AbstractDataStore):
         storage_options: Mapping[str, Any] | None = None,
         use_zarr_fill_value_as_mask: bool | None = None,
     ) -> AsyncarrDataStore:
-        """Open the group at ``group`` in a path, URL or asyncarr Store, read-only."""
-        opened = za.open_group(
-            _normalize_store(filename_or_obj),
-            mode="r",
-            path=(group or "").strip("/") or None,
-            zarr_format=zarr_format,
-            storage_options=dict(storage_options or {}),
-        )
-        if consolidated and opened.zarr_format == 3 and opened.metadata.consolidated_metadata is None:
-            where = opened.store.location
-            raise FileNotFoundError(f"{where}: consolidated=True, but the group has no consolidated metadata")
+        """Open the group at ``group`` in a path, URL or asyncarr Store, read-only.
+
+        ``consolidated``: None uses consolidated metadata where there is some, True requires it
+        (FileNotFoundError if missing, as xarray's zarr engine), False reads every member's own."""
+        try:
+            opened = za.open_group(
+                _normalize_store(filename_or_obj),
+                mode="r",
+                path=(group or "").strip("/") or None,
+                zarr_format=zarr_format,
+                storage_options=dict(storage_options or {}),
+                use_consolidated=consolidated,
+            )
+        except ValueError as exc:
+            if consolidated and "no consolidated metadata" in str(exc):
+                raise FileNotFoundError(f"consolidated=True, but {exc}") from exc
+            raise
         return cls(opened, use_zarr_fill_value_as_mask)
 
     def children(self) -> list[tuple[str, AsyncarrDataStore]]:

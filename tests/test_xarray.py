@@ -199,6 +199,19 @@ def test_consolidated_true_needs_consolidated_metadata(written: dict[tuple[int, 
     )
 
 
+@pytest.mark.filterwarnings("ignore:Failed to open Zarr store with consolidated metadata:RuntimeWarning")
+@pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
+def test_consolidated_false_reads_members_written_after_consolidation(tmp_path: Path, zarr_format: int) -> None:
+    path = tmp_path / "stale.zarr"
+    xr.Dataset({"a": ("x", np.arange(3))}).to_zarr(path, zarr_format=zarr_format, consolidated=True)
+    xr.Dataset({"late": ("x", np.arange(3) * 2)}).to_zarr(path, mode="a", consolidated=False)
+    for consolidated in (None, False):
+        expected = xr.open_zarr(path, consolidated=consolidated, chunks=None)
+        actual = xr.open_dataset(path, engine="asyncarr", consolidated=consolidated)
+        xr.testing.assert_identical(expected, actual)
+    assert "late" in xr.open_dataset(path, engine="asyncarr", consolidated=False)
+
+
 @pytest.mark.parametrize("zarr_format", FORMATS, ids=["v2", "v3"])
 def test_decoding_switches_match_open_zarr(written: dict[tuple[int, bool], Path], zarr_format: int) -> None:
     path = written[zarr_format, True]
