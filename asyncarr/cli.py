@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -328,7 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(argv)
         secrets = secrets_of(*_raw_option_values(args))
         _configure_logging(args)
-        return _COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:
         _report(exc, secrets, debug)
         return 130
@@ -339,6 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         _report(exc, secrets, debug)
         return 1
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning (a group member that cannot be read, say) as one line on stderr, like the errors."""
+    print(f"asyncarr: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def _report(exc: BaseException, secrets: Sequence[str], debug: bool) -> None:

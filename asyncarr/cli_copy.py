@@ -91,7 +91,8 @@ def summary_line(result: Any, dry_run: bool) -> str:
     """One human line: what was copied, what was skipped, how long it took."""
     copied, skipped = result.chunks_copied, result.chunks_skipped
     nbytes = int(result.bytes_copied)
-    size = f"{nbytes} bytes" if nbytes < 1024 else f"{human_readable_size(nbytes)}iB"
+    human = human_readable_size(nbytes)  # "9.5K"
+    size = f"{nbytes} bytes" if nbytes < 1024 else f"{human[:-1]} {human[-1]}iB"
     verb = "would copy" if dry_run else "copied"
     return (
         f"{verb} {copied} chunk{'s' * (copied != 1)} ({size}), skipped {skipped} already at the destination, "

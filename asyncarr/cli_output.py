@@ -34,7 +34,7 @@ class CommandLineError(AsyncarrError, ValueError):
 
 
 def parse_storage_options(pairs: Sequence[str], flag: str = "-o") -> dict[str, Any]:
-    """``KEY=VALUE`` pairs as storage options; a VALUE that parses as JSON (``true``, ``3``) is that value."""
+    """``KEY=VALUE`` pairs as storage options: ``true``/``false``/``null`` and JSON objects as such, the rest text."""
     options: dict[str, Any] = {}
     for number, pair in enumerate(pairs, start=1):
         key, separator, raw = pair.partition("=")
@@ -45,11 +45,22 @@ def parse_storage_options(pairs: Sequence[str], flag: str = "-o") -> dict[str, A
                 f"{flag} option number {number} is not KEY=VALUE; write e.g. {flag} anon=true or "
                 f"{flag} endpoint_url=http://127.0.0.1:9000"
             )
-        try:
-            options[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            options[key] = raw
+        options[key] = _option_value(raw)
     return options
+
+
+def _option_value(raw: str) -> Any:
+    """``true``/``false``/``null`` and JSON objects or lists as such; anything else, numbers too, stays a string
+    (a project id or a key made of digits must not turn into an int)."""
+    words = {"true": True, "false": False, "null": None}
+    if raw.strip().lower() in words:
+        return words[raw.strip().lower()]
+    if raw.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            pass
+    return raw
 
 
 def secrets_of(*option_sets: Mapping[str, Any]) -> list[str]:

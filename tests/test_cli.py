@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from numcodecs import Delta, Zstd
 
 import asyncarr.sync as za
 from asyncarr.cli import main, parse_selection
+from asyncarr.cli_output import parse_storage_options
 
 
 def test_demo_writes_a_hierarchy_that_reads_back_equal(tmp_path, capsys):
@@ -319,3 +321,83 @@ def test_an_interrupt_is_one_line_with_status_130() -> None:
     assert child.returncode == 130
     assert out == ""
     assert err == "asyncarr: interrupted\n"
+
+
+def test_stats_puts_the_store_metrics_in_the_json_or_a_table_on_stderr(written: dict[str, Any]) -> None:
+    result = run_cli("info", written["url"], "--path", "grid", "--json", "--stats")
+    assert result.returncode == 0, result.stderr
+    described = json.loads(result.stdout)
+    assert described["shape"] == [12, 10]
+    metrics = described["metrics"]
+    assert metrics["requests"]["get"] >= 1  # the metadata document at least
+    assert metrics["bytes_read"] >= (Path(written["url"]) / "grid" / "zarr.json").stat().st_size
+    table = run_cli("--stats", "get", written["url"], "--path", "grid", "0")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout == str(written["data"][0]) + "\n"  # the table goes to stderr, the data alone to stdout
+    gets = re.search(r"^requests\.get\s+(\d+)$", table.stderr, re.MULTILINE)
+    assert gets and int(gets[1]) >= 2, table.stderr  # metadata and the chunks of row 0
+
+
+def test_get_json_is_strict_json_for_values_json_has_no_literal_for(tmp_path: Path) -> None:
+    data = np.array([1.5, np.nan, np.inf, -np.inf])
+    za.save(str(tmp_path / "f.zarr"), data)
+    result = run_cli("get", tmp_path / "f.zarr", "--json")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"bare {name} in the JSON"))
+    assert printed == {"name": "/", "selection": "...", "shape": [4], "dtype": "float64",
+                       "data": [1.5, "NaN", "Infinity", "-Infinity"]}  # fmt: skip
+
+
+def test_python_dash_m_runs_the_same_command_line() -> None:
+    result = subprocess.run([sys.executable, "-m", "asyncarr", "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("asyncarr "), result.stderr
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    za.save(str(tmp_path / "big.zarr"), np.arange(200_000))
+    command = [str(EXECUTABLE)] if EXECUTABLE.exists() else [sys.executable, "-m", "asyncarr"]
+    child = subprocess.Popen([*command, "get", str(tmp_path / "big.zarr"), "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)  # fmt: skip
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.read(10)
+    child.stdout.close()  # as `| head -c 10` does
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 141
+    assert err == ""
+
+
+def test_storage_option_values_are_text_unless_they_are_true_false_null_or_json_objects() -> None:
+    assert parse_storage_options(["anon=true", "project=0123", "token={\"a\": 1}", "k==v", "region=eu-west-1"]) == {
+        "anon": True, "project": "0123", "token": {"a": 1}, "k": "=v", "region": "eu-west-1"}  # fmt: skip
+
+
+def test_consolidate_json_names_what_it_consolidated(written: dict[str, Any]) -> None:
+    result = run_cli("consolidate", written["url"], "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"consolidated": written["url"], "path": ""}
+    consolidated = json.loads((Path(written["url"]) / "zarr.json").read_text())["consolidated_metadata"]
+    assert {"grid", "a/b/counts"} <= set(consolidated["metadata"])
+
+
+def test_a_warning_is_one_line_and_the_json_still_parses(written: dict[str, Any]) -> None:
+    broken = Path(written["url"]) / "broken"
+    broken.mkdir()
+    (broken / "zarr.json").write_text("{not json")
+    result = run_cli("info", written["url"], "--json")
+    assert result.returncode == 0, result.stderr
+    assert [member["name"] for member in json.loads(result.stdout)["members"]] == ["a", "empty", "grid"]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("asyncarr: warning: ") and "broken" in lines[0], result.stderr
+
+
+def test_verbose_logs_each_retry_before_the_error_line() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = run_cli(
+        "info", "s3://bucket/x.zarr", "-o", f"endpoint_url=http://127.0.0.1:{port}", "-o", "anon=true", "-v"
+    )
+    assert result.returncode == 1
+    *logs, last = result.stderr.splitlines()
+    assert last.startswith("asyncarr: s3://bucket/x.zarr")
+    assert logs and all(" INFO asyncarr" in line and "s3://bucket/x.zarr" in line for line in logs), result.stderr
