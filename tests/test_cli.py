@@ -300,19 +300,21 @@ def test_debug_adds_the_traceback_before_the_line(tmp_path: Path) -> None:
     assert result.stderr.splitlines()[-1].startswith("asyncarr: no array or group")
 
 
-def test_an_interrupt_is_one_line_with_status_130() -> None:
+@pytest.mark.parametrize("command", [["info", "s3://bucket/x.zarr"], ["cp", "s3://bucket/x.zarr", "copy.zarr"]])
+def test_an_interrupt_is_one_line_with_status_130(command: list[str], tmp_path: Path) -> None:
     """Ctrl-C while a request hangs (a server that accepts and never answers): no traceback, status 130."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         server.settimeout(60)
         endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
-        command = [str(EXECUTABLE)] if EXECUTABLE.exists() else [sys.executable, "-m", "asyncarr"]
+        executable = [str(EXECUTABLE)] if EXECUTABLE.exists() else [sys.executable, "-m", "asyncarr"]
         child = subprocess.Popen(
-            [*command, "info", "s3://bucket/x.zarr", "-o", f"endpoint_url={endpoint}", "-o", "anon=true"],
+            [*executable, *command, "-o", f"endpoint_url={endpoint}", "-o", "anon=true"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            cwd=tmp_path,
         )
         connection, _ = server.accept()  # the request is in flight
         with connection:

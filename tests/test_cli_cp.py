@@ -15,7 +15,10 @@ from emulators import s3
 from emulators.http import serve_directory
 from test_cli import assert_one_error_line, run_cli
 
+import asyncarr
 import asyncarr.sync as za
+from asyncarr.cli import main
+from asyncarr.copy import CopyResult
 
 METADATA_NAMES = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
 SUMMARY_KEYS = ["chunks_copied", "chunks_skipped", "bytes_copied", "seconds"]
@@ -204,3 +207,39 @@ def test_a_read_only_destination_is_one_line(source: dict[str, Any], tmp_path: P
     (tmp_path / "served").mkdir()
     line = assert_one_error_line(run_cli("cp", source["url"], serve_directory(tmp_path / "served")))
     assert "read-only" in line
+
+
+def test_every_flag_reaches_the_engine_as_its_keyword(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    seen: dict[str, Any] = {}
+
+    async def copy(source: Any, dest: Any, **keywords: Any) -> CopyResult:
+        seen.update(source=source, dest=dest, **keywords)
+        return CopyResult((1, 0, 80), chunks_copied=2, chunks_skipped=3, bytes_copied=40, seconds=0.25)
+
+    monkeypatch.setattr(asyncarr, "copy", copy)
+    status = main(["--path", "in/x", "cp", "s3://a/b.zarr", "gs://c/d.zarr", "--dest-path", "out/y", "-o", "anon=true",
+                   "-o", "region=eu-west-2", "-O", "project=0123", "--verify", "--overwrite", "--concurrency", "3",
+                   "--dry-run", "--no-progress", "--json"])  # fmt: skip
+    assert status == 0
+    progress = seen.pop("progress")
+    assert seen == {
+        "source": "s3://a/b.zarr",
+        "dest": "gs://c/d.zarr",
+        "source_path": "in/x",
+        "dest_path": "out/y",
+        "source_storage_options": {"anon": True, "region": "eu-west-2"},
+        "dest_storage_options": {"project": "0123"},
+        "if_exists": "replace",
+        "verify": True,
+        "dry_run": True,
+        "concurrency": 3,
+    }
+    assert callable(progress) and not progress.enabled
+    assert json.loads(capsys.readouterr().out) == {"chunks_copied": 2, "chunks_skipped": 3, "bytes_copied": 40,
+                                                   "seconds": 0.25}  # fmt: skip
+
+    seen.clear()
+    assert main(["cp", "a.zarr", "b.zarr"]) == 0
+    assert (seen["if_exists"], seen["verify"], seen["dry_run"], seen["concurrency"]) == (None, False, False, None)
+    assert (seen["source_storage_options"], seen["dest_storage_options"]) == (None, None)
+    assert capsys.readouterr().out == "copied 2 chunks (40 bytes), skipped 3 already at the destination, in 0.2 s\n"
