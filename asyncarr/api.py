@@ -102,7 +102,9 @@ def _node_exists(documents: Mapping[str, bytes | None]) -> bool:
 async def _clear_for_create(store: Store, path: str, mode: str, zarr_format: int | None, want: str) -> None:
     """Apply the creating modes: 'w' removes what is there, 'w-' refuses to touch it."""
     store._check_writable()
-    documents = await read_documents(store, path, zarr_format)
+    # Whatever format the new node has, a node of either format there counts: 'w' must remove a v2
+    # node before writing a v3 one (or the path would hold both), and 'w-' must refuse either.
+    documents = await read_documents(store, path)
     if not _node_exists(documents):
         return
     if mode == "w-":
@@ -846,14 +848,14 @@ def current_keywords(called_as: str, name: str, keywords: dict[str, Any]) -> dic
     """``keywords`` with zarr's older names renamed, and those with nothing to do checked and dropped."""
     if not keywords.keys() & (_RENAMED_KEYWORDS.keys() | set(_NOTHING_TO_DO)):
         return keywords
-    keywords = dict(keywords)
+    keywords, current = dict(keywords), _current_names(name)
     for old, new in _RENAMED_KEYWORDS.items():
-        if old in keywords and old not in _own_keywords(name):
+        if old in keywords and old not in current:
             value = keywords.pop(old)
             if keywords.get(new, value) != value:
                 raise TypeError(f"{called_as}() got {old}={value!r} and {new}={keywords[new]!r}; pass only {new}=")
             keywords[new] = value
-    for old in set(_NOTHING_TO_DO) - _own_keywords(name):
+    for old in set(_NOTHING_TO_DO) - current:
         if old not in keywords:
             continue
         value = keywords.pop(old)
@@ -877,14 +879,20 @@ def accepted_keywords(name: str) -> frozenset[str] | None:
     """The keyword names public function ``name`` accepts, following its ``**kwargs``; None: any name."""
     if name in _ANY_KEYWORD:
         return None
+    current = _current_names(name)
+    return current | _older_keywords(name, current)
+
+
+def _current_names(name: str) -> frozenset[str]:
+    """The keywords function ``name`` takes under asyncarr's names: its own and those its ``**kwargs`` reach."""
     if name not in _accepted_cache:
         names = _own_keywords(name)
         target = _FORWARDS_KEYWORDS_TO.get(name)
         if isinstance(target, str):
-            names |= accepted_keywords(target) or set()
+            names |= _current_names(target)
         elif target is not None:
             names |= {p.name for p in inspect.signature(target).parameters.values() if p.kind is p.KEYWORD_ONLY}
-        _accepted_cache[name] = frozenset(names | _older_keywords(name, names))
+        _accepted_cache[name] = frozenset(names)
     return _accepted_cache[name]
 
 

@@ -487,3 +487,16 @@ def test_vlen_serializers_write_zarrs_metadata(tmp_path: Path, name: str) -> Non
     ours[:] = values
     assert _document(tmp_path / "ours")["codecs"][0] == getattr(zarr.codecs, name)().to_dict()
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours"), mode="r")[:], values)
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 3), (3, 2)])
+def test_creating_modes_see_a_node_of_the_other_format(tmp_path: Path, first: int, then: int) -> None:
+    za.open_group(str(tmp_path / "g"), mode="w", zarr_format=first).create_array("a", shape=(2,), dtype="i1")
+    with pytest.raises(ContainsGroupError):
+        za.open_group(str(tmp_path / "g"), mode="w-", zarr_format=then)
+    with pytest.raises(ContainsGroupError):
+        za.create_array(str(tmp_path / "g"), shape=(2,), dtype="i1", zarr_format=then)
+    za.open_group(str(tmp_path / "g"), mode="w", zarr_format=then)
+    left = sorted(p.name for p in (tmp_path / "g").rglob("*"))
+    assert left == (["zarr.json"] if then == 3 else [".zattrs", ".zgroup"] if ".zattrs" in left else [".zgroup"])
+    assert zarr.open_group(str(tmp_path / "g"), mode="r").metadata.zarr_format == then
