@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import logging
 import os
 import re
@@ -12,7 +13,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -305,13 +306,23 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _configure_logging(args: argparse.Namespace) -> None:
-    if args.debug or args.verbose:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger = logging.getLogger("asyncarr")
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if args.debug else logging.INFO)
+@contextlib.contextmanager
+def _logging_to_stderr(args: argparse.Namespace) -> Iterator[None]:
+    """Under --verbose (INFO: retries) or --debug (DEBUG: every request), the ``asyncarr`` logs go to stderr."""
+    if not (args.debug or args.verbose):
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("asyncarr")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if args.debug else logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _raw_option_values(args: argparse.Namespace) -> list[dict[str, str]]:
@@ -328,8 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parse(argv)
         secrets = secrets_of(*_raw_option_values(args))
-        _configure_logging(args)
-        with warnings.catch_warnings():
+        with _logging_to_stderr(args), warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return _COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:

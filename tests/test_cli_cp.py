@@ -49,6 +49,7 @@ def source(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
 def summary(result: Any) -> dict[str, Any]:
     """The JSON line ``cp --json`` printed, after checking the command succeeded."""
     assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # no bar in a pipe, no warning, no unclosed connection
     printed = json.loads(result.stdout)
     assert list(printed)[:4] == SUMMARY_KEYS
     return printed
