@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
 import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from .metadata.dtypes import pop_fields, select_fields
 from .nodes import (
     PickledByConfiguration,
     describe_missing,
+    join_path,
     node_key,
     normalize_path,
     read_documents,
@@ -33,11 +35,21 @@ from .nodes import (
 )
 from .shards import partial_read_codec
 from .stores.base import Store
+from .stores.url import as_store
 
 if TYPE_CHECKING:  # type-only: the facade imports this module at run time, not the reverse
     from .facade import Array
 
-__all__ = ["AsyncArray", "split_fields", "with_fields"]
+__all__ = [
+    "ArrayConfig",
+    "AsyncArray",
+    "AsyncOIndex",
+    "AsyncVIndex",
+    "StorePath",
+    "split_fields",
+    "store_and_path",
+    "with_fields",
+]
 
 """Most chunk keys probed one request each on a store that cannot list (HTTP).
 
@@ -114,8 +126,53 @@ def _finalized(indexer: Indexer, buffer: np.ndarray, fields: Fields = None) -> A
     return out[()] if out.ndim == 0 else out
 
 
+@dataclasses.dataclass(frozen=True)
+class ArrayConfig:
+    """zarr 3's runtime settings of an array handle (``z.config``); never stored in the metadata."""
+
+    order: str
+    write_empty_chunks: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"order": ..., "write_empty_chunks": ...}``, as zarr 3's ``ArrayConfig.to_dict()``."""
+        return dataclasses.asdict(self)
+
+
+class StorePath(NamedTuple):
+    """Where a node lives (zarr 3's ``store_path``): its store and its path inside it."""
+
+    store: Store
+    path: str
+
+    def __str__(self) -> str:
+        return self.store.key_url(self.path) if self.path else self.store.location
+
+
+def store_and_path(store: Any, path: str = "") -> tuple[Store, str]:
+    """The Store a store-like names (path, URL, mapping, None or a Store) and ``path`` inside it."""
+    if isinstance(store, Store):
+        return store, normalize_path(path)
+    resolved, inner = as_store(store)
+    return resolved, join_path(inner, normalize_path(path))
+
+
+def _array_config_settings(array_config: Any) -> dict[str, Any]:
+    """The settings a ``with_config`` argument gives (a dict or an ArrayConfig of either library), checked."""
+    to_dict = getattr(array_config, "to_dict", None)
+    settings = dict(to_dict() if callable(to_dict) else array_config)
+    unknown = sorted(settings.keys() - {"order", "write_empty_chunks"})
+    if unknown:
+        raise TypeError(f"unknown array config keys {unknown}; zarr 3's has 'order' and 'write_empty_chunks'")
+    if "order" in settings and settings["order"] not in ("C", "F"):
+        raise ValueError(f"Expected one of ('C', 'F'), got {settings['order']!r} instead.")
+    return settings
+
+
 class AsyncArray(PickledByConfiguration):
     """A Zarr array in a store; every method that touches the store is a coroutine."""
+
+    # zarr 3's runtime order, set by `with_config`: reported by `config` only (reads return C-ordered arrays).
+    _config_order: str | None = None
 
     _node_kind = "array"
 
@@ -146,7 +203,7 @@ class AsyncArray(PickledByConfiguration):
     @classmethod
     async def open(
         cls,
-        store: Store,
+        store: Store | Any,
         path: str = "",
         *,
         read_only: bool = False,
@@ -154,8 +211,9 @@ class AsyncArray(PickledByConfiguration):
         synchronizer: Synchronizer = None,
         write_empty_chunks: bool | None = None,
     ) -> AsyncArray:
-        """Open the existing array at ``path``; raise ArrayNotFoundError or ContainsGroupError."""
-        path = normalize_path(path)
+        """Open the existing array at ``path`` of ``store`` (a Store or any store-like, as zarr 3's ``open``);
+        raise ArrayNotFoundError or ContainsGroupError."""
+        store, path = store_and_path(store, path)
         documents = await read_documents(store, path, zarr_format)
         return cls.from_documents(
             store,
@@ -262,6 +320,44 @@ class AsyncArray(PickledByConfiguration):
         return getattr(self._chunk_pipeline, "array_bytes", None) if self.zarr_format == 3 else None
 
     synchronizer = property(lambda self: self._synchronizer, doc="The process synchronizer, if any.")
+
+    @property
+    def config(self) -> ArrayConfig:
+        """zarr 3's runtime settings: ``order``, and the ``write_empty_chunks`` writes use now."""
+        write_empty = self._write_empty_chunks
+        return ArrayConfig(
+            order=self._config_order or self.order,
+            write_empty_chunks=config.get("write_empty_chunks") if write_empty is None else write_empty,
+        )
+
+    def with_config(self, array_config: Mapping[str, Any] | Any) -> AsyncArray:
+        """A new handle on this array with zarr 3's runtime settings ``array_config``; keys not given are kept."""
+        settings = _array_config_settings(array_config)
+        handle = AsyncArray(
+            self._store,
+            self._path,
+            self._metadata,
+            read_only=self._read_only,
+            synchronizer=self._synchronizer,
+            write_empty_chunks=settings.get("write_empty_chunks", self._write_empty_chunks),
+        )
+        handle._config_order = settings.get("order", self._config_order)
+        return handle
+
+    @property
+    def store_path(self) -> StorePath:
+        """zarr 3's ``store_path``: the store and the path of the array inside it."""
+        return StorePath(self._store, self._path)
+
+    @property
+    def oindex(self) -> AsyncOIndex:
+        """Orthogonal selection as coroutines: ``await z.oindex.getitem(([0, 2], slice(None)))``."""
+        return AsyncOIndex(self)
+
+    @property
+    def vindex(self) -> AsyncVIndex:
+        """Pointwise selection as coroutines: ``await z.vindex.getitem(([0, 1], [2, 3]))`` or a full-shape mask."""
+        return AsyncVIndex(self)
 
     @property
     def ndim(self) -> int:
@@ -799,6 +895,7 @@ class AsyncArray(PickledByConfiguration):
             "read_only": self._read_only,
             "synchronizer": self._synchronizer,
             "write_empty_chunks": self._write_empty_chunks,
+            "config_order": self._config_order,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -810,6 +907,37 @@ class AsyncArray(PickledByConfiguration):
             synchronizer=state["synchronizer"],
             write_empty_chunks=state.get("write_empty_chunks"),
         )
+        self._config_order = state.get("config_order")
+
+
+class _AsyncSelector:
+    """zarr 3's async indexer objects (``z.oindex``, ``z.vindex``): one kind of selection, as coroutines."""
+
+    _read: ClassVar[str]  # the AsyncArray coroutines this kind of selection reads and writes with
+    _write: ClassVar[str]
+
+    def __init__(self, array: AsyncArray) -> None:
+        self.array = array
+
+    async def getitem(self, selection: Any) -> Any:
+        """Read the selection (zarr 3's ``await z.oindex.getitem(selection)``)."""
+        return await getattr(self.array, self._read)(selection)
+
+    async def setitem(self, selection: Any, value: Any) -> None:
+        """Write ``value`` into the selection."""
+        await getattr(self.array, self._write)(selection, value)
+
+
+class AsyncOIndex(_AsyncSelector):
+    """``z.oindex`` of an AsyncArray: orthogonal selection, each axis indexed on its own, as coroutines."""
+
+    _read, _write = "get_orthogonal_selection", "set_orthogonal_selection"
+
+
+class AsyncVIndex(_AsyncSelector):
+    """``z.vindex`` of an AsyncArray: coordinate selection or one full-shape mask, as coroutines."""
+
+    _read, _write = "get_coordinate_selection", "set_coordinate_selection"
 
 
 def _checked_write_empty_chunks(value: Any) -> bool | None:

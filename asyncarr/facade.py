@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import api
-from .array import AsyncArray, with_fields
+from .array import ArrayConfig, AsyncArray, with_fields
 from .group import AsyncGroup
 from .indexing import block_result
 from .sync_loop import _opened_stores, _read, _run
@@ -26,6 +26,7 @@ from .sync_loop import _opened_stores, _read, _run
 __all__ = ["Array", "Attributes", "BlockIndex", "Group", "OIndex", "VIndex", "facade_of"]
 
 T = TypeVar("T")
+_MISSING = object()  # what `Group.get` asks the core for, told apart from a caller's default
 
 
 async def _collect(iterator: AsyncIterator[T]) -> list[T]:
@@ -131,6 +132,42 @@ class Array:
     write_empty_chunks = _forward(
         "write_empty_chunks", "Whether writes store chunks equal to the fill value; None follows asyncarr.config."
     )
+    config = _forward("config", "zarr 3's runtime settings of this handle: order and write_empty_chunks.")
+    store_path = _forward("store_path", "zarr 3's store_path: the store, and the array's path inside it.")
+
+    def with_config(self, config: dict[str, Any] | ArrayConfig) -> Array:
+        """A new handle on this array with zarr 3's runtime settings ``config``; keys not given are kept."""
+        return Array(self.async_array.with_config(config))
+
+    @classmethod
+    def open(cls, store: Any) -> Array:
+        """Open the existing array in ``store`` (a Store or any store-like), as zarr 3's ``Array.open``."""
+        return cls(_tracked(_run(AsyncArray.open(store))))
+
+    @classmethod
+    def create(
+        cls,
+        store: Any,
+        *,
+        shape: Any,
+        dtype: Any,
+        zarr_format: int = 3,
+        chunk_shape: Any = None,
+        chunks: Any = None,
+        overwrite: bool = False,
+        **kwargs: Any,
+    ) -> Array:
+        """zarr 3's (deprecated) ``Array.create``: a new array in ``store``; ``chunk_shape`` is v3's ``chunks``."""
+        created = api.create(
+            shape,
+            store=store,
+            dtype=dtype,
+            zarr_format=zarr_format,
+            chunks=chunk_shape or chunks or True,
+            overwrite=overwrite,
+            **kwargs,
+        )
+        return cls(_tracked(_run(created)))
 
     @property
     def attrs(self) -> Attributes:
@@ -333,11 +370,30 @@ class Group:
     metadata = _forward("metadata", "The parsed metadata.")
     read_only = _forward("read_only", "Whether writes are refused.")
     zarr_format = _forward("zarr_format", "2 or 3.")
+    synchronizer = _forward("synchronizer", "zarr 2's group synchronizer: always None, as in zarr 3.")
+    store_path = _forward("store_path", "zarr 3's store_path: the store, and the group's path inside it.")
+
+    @classmethod
+    def open(cls, store: Any, zarr_format: int | None = None) -> Group:
+        """Open the existing group in ``store`` (a Store or any store-like), as zarr 3's ``Group.open``."""
+        return cls(_tracked(_run(AsyncGroup.open(store, zarr_format=zarr_format))))
+
+    @classmethod
+    def from_store(
+        cls, store: Any, *, attributes: dict[str, Any] | None = None, zarr_format: int = 3, overwrite: bool = False
+    ) -> Group:
+        """Create a new group in ``store`` (zarr 3's); ContainsGroupError/ContainsArrayError unless ``overwrite``."""
+        created = AsyncGroup.from_store(store, attributes=attributes, zarr_format=zarr_format, overwrite=overwrite)
+        return cls(_tracked(_run(created)))
 
     @property
     def attrs(self) -> Attributes:
         """User attributes; assignments write through."""
         return Attributes(self.async_group)
+
+    def info_complete(self) -> Any:
+        """zarr 3's complete table: as ``info``, counting every member of the hierarchy below the group."""
+        return _run(self.async_group.info_complete("asyncarr.sync.Group"))
 
     @property
     def info(self) -> Any:
@@ -349,6 +405,9 @@ class Group:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and _run(self.async_group.contains(name))
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _run(self.async_group.setitem(name, value))
 
     def __delitem__(self, name: str) -> None:
         _run(self.async_group.delitem(name))
@@ -392,6 +451,27 @@ class Group:
         """Names of the child groups."""
         return _run(_collect(self.async_group.group_keys()))
 
+    def array_values(self) -> Iterator[Array]:
+        """The child arrays."""
+        return (array for _, array in self.arrays())
+
+    def group_values(self) -> Iterator[Group]:
+        """The child groups."""
+        return (group for _, group in self.groups())
+
+    def get(self, name: str, default: Any = None) -> Array | Group | Any:
+        """The member at ``name`` (a path like 'a/b'), or ``default`` if nothing is there."""
+        node = _run(self.async_group.get(name, _MISSING))
+        return default if node is _MISSING else facade_of(node)
+
+    def nmembers(self, max_depth: int | None = 0) -> int:
+        """How many members ``members(max_depth)`` gives: the children, ``max_depth`` levels deeper too (None: all)."""
+        return _run(self.async_group.nmembers(max_depth))
+
+    def move(self, source: str, dest: str) -> None:
+        """Rename the member ``source`` to ``dest``: copied in full first, then the source deleted."""
+        _run(self.async_group.move(source, dest))
+
     def create_group(self, name: str, overwrite: bool = False, **kwargs: Any) -> Group:
         """Create a child group (and missing intermediate groups)."""
         return Group(_run(self.async_group.create_group(name, overwrite=overwrite, **kwargs)))
@@ -405,6 +485,17 @@ class Group:
         return Array(_run(self.async_group.create_array(name, **kwargs)))
 
     create_dataset = create_array
+
+    def require_groups(self, *names: str) -> tuple[Group, ...]:
+        """``require_group`` for each name; the groups in the order of ``names``."""
+        return tuple(Group(group) for group in _run(self.async_group.require_groups(*names)))
+
+    def create_hierarchy(
+        self, nodes: dict[str, Any], *, overwrite: bool = False
+    ) -> Iterator[tuple[str, Array | Group]]:
+        """Create the nodes ``nodes`` describes below this group now; ``(path, node)`` for each."""
+        created = _run(_collect(self.async_group.create_hierarchy(nodes, overwrite=overwrite)))
+        return iter([(path, facade_of(node)) for path, node in created])
 
     def require_array(self, name: str, **kwargs: Any) -> Array:
         """Open the child array ``name`` if it matches, else create it."""
@@ -432,6 +523,22 @@ class Group:
         """Create a child array holding ``data``."""
         return Array(_run(self.async_group.array(name, data, **kwargs)))
 
+    def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create the child array ``name`` shaped, chunked and encoded like ``data``, unwritten."""
+        return Array(_run(self.async_group.empty_like(name, data, **kwargs)))
+
+    def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create the child array ``name`` of zeros, like ``data``."""
+        return Array(_run(self.async_group.zeros_like(name, data, **kwargs)))
+
+    def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create the child array ``name`` of ones, like ``data``."""
+        return Array(_run(self.async_group.ones_like(name, data, **kwargs)))
+
+    def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create the child array ``name`` like ``data``, filled with ``fill_value=`` (default: ``data``'s)."""
+        return Array(_run(self.async_group.full_like(name, data, **kwargs)))
+
     def tree(self, expand: bool | None = None, level: int | None = None) -> Any:
         """The hierarchy below this group, ``level`` levels below the children at most; printable."""
         return _run(self.async_group.tree(expand, level))
@@ -457,8 +564,16 @@ class Group:
 
 def facade_of(node: AsyncArray | AsyncGroup) -> Array | Group:
     """The facade object over ``node``; its store is closed at interpreter exit with the others the facade opened."""
+    return Array(_tracked(node)) if isinstance(node, AsyncArray) else Group(_tracked(node))
+
+
+_NodeT = TypeVar("_NodeT", AsyncArray, AsyncGroup)
+
+
+def _tracked(node: _NodeT) -> _NodeT:
+    """``node``, its store to be closed at interpreter exit with the others the facade opened."""
     _opened_stores.add(node.store)
-    return Array(node) if isinstance(node, AsyncArray) else Group(node)
+    return node
 
 
 # The async classes cannot import this module (it imports them): they learn their facades here.

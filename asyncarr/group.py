@@ -8,7 +8,9 @@ import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .array import AsyncArray
+from . import config
+from .array import AsyncArray, StorePath, store_and_path
+from .concurrency import for_each_concurrently
 from .creation import array_config_write_empty_chunks, build_array_metadata
 from .errors import (
     ContainsArrayError,
@@ -146,15 +148,16 @@ class AsyncGroup(PickledByConfiguration):
 
     @classmethod
     async def open(
-        cls, store: Store, path: str = "", *, read_only: bool = False, zarr_format: int | None = None
+        cls, store: Store | Any, path: str = "", *, read_only: bool = False, zarr_format: int | None = None
     ) -> AsyncGroup:
-        """Open the existing group at ``path``; raise GroupNotFoundError or ContainsArrayError.
+        """Open the existing group at ``path`` of ``store`` (a Store or any store-like, as zarr 3's ``open``);
+        raise GroupNotFoundError or ContainsArrayError.
 
         A consolidated group costs one GET (v3: ``zarr.json``; v2 told ``zarr_format=2``:
         ``.zmetadata``, which holds the group's own documents too), two when a v2 group's
         format must first be found; its members then cost nothing more.
         """
-        path = normalize_path(path)
+        store, path = store_and_path(store, path)
         documents: dict[str, bytes | None] = {}
         if zarr_format in (None, 3):
             documents = await read_documents(store, path, 3)
@@ -182,6 +185,21 @@ class AsyncGroup(PickledByConfiguration):
         await write_documents(store, path, metadata.to_documents())
         return cls(store, path, metadata)
 
+    @classmethod
+    async def from_store(
+        cls,
+        store: Any,
+        *,
+        attributes: Mapping[str, Any] | None = None,
+        overwrite: bool = False,
+        zarr_format: int = 3,
+    ) -> AsyncGroup:
+        """Create a new group at the root of ``store`` (zarr 3's); ContainsGroupError/ContainsArrayError
+        if a node is there, unless ``overwrite``."""
+        from . import api  # api imports this module: it cannot be imported at module level
+
+        return await api.create_group(store, zarr_format=zarr_format, overwrite=overwrite, attributes=attributes)
+
     # -- properties -------------------------------------------------------------------------
 
     store = property(lambda self: self._store, doc="The store holding the group.")
@@ -189,6 +207,13 @@ class AsyncGroup(PickledByConfiguration):
     metadata = property(lambda self: self._metadata, doc="The parsed group metadata.")
     read_only = property(lambda self: self._read_only, doc="Whether writes are refused.")
     zarr_format = property(lambda self: self._metadata.zarr_format, doc="2 or 3.")
+
+    synchronizer = property(lambda self: None, doc="zarr 2's group synchronizer: always None, as in zarr 3.")
+
+    @property
+    def store_path(self) -> StorePath:
+        """zarr 3's ``store_path``: the store and the path of the group inside it."""
+        return StorePath(self._store, self._path)
 
     @property
     def name(self) -> str:
@@ -333,6 +358,27 @@ class AsyncGroup(PickledByConfiguration):
         async for name, _ in self.groups():
             yield name
 
+    async def array_values(self) -> AsyncIterator[AsyncArray]:
+        """Yield the child arrays."""
+        async for _, array in self.arrays():
+            yield array
+
+    async def group_values(self) -> AsyncIterator[AsyncGroup]:
+        """Yield the child groups."""
+        async for _, group in self.groups():
+            yield group
+
+    async def get(self, name: str, default: Any = None) -> AsyncArray | AsyncGroup | Any:
+        """The member at ``name`` (a path like 'a/b'), or ``default`` if nothing is there."""
+        try:
+            return await self.getitem(name)
+        except KeyError:
+            return default
+
+    async def nmembers(self, max_depth: int | None = 0) -> int:
+        """How many members ``members(max_depth)`` yields: the children, ``max_depth`` levels deeper too (None: all)."""
+        return len([name async for name, _ in self.members(max_depth)])
+
     async def delitem(self, name: str) -> None:
         """Delete the member at ``name`` and everything below it."""
         self._check_writable()
@@ -342,6 +388,43 @@ class AsyncGroup(PickledByConfiguration):
         await self._store.delete_prefix(path)
         if self._consolidated is not None:
             self._consolidated = {k: v for k, v in self._consolidated.items() if not _is_under(k, normalize_path(name))}
+
+    async def move(self, source: str, dest: str) -> None:
+        """Rename the member ``source`` to ``dest`` (both below this group): every key copied, then the source deleted.
+
+        Refused before anything is written when nothing is at ``source``, when anything is
+        stored at ``dest`` (ContainsArrayError / ContainsGroupError for a node, FileExistsError
+        for other keys) or when ``dest`` is inside ``source``. Chunks are copied before metadata
+        documents and the destination is complete before the source is deleted: a failure
+        midway leaves the source whole and removes what was copied.
+        """
+        self._check_writable()
+        source_path, dest_path = self._child_path(source), self._child_path(dest)
+        if not await self.contains(source):
+            raise NodeNotFoundError(describe_missing(self._store, source_path))
+        if _is_under(dest_path, source_path):
+            raise ValueError(f"cannot move {source!r} to {dest!r}: the destination is inside the source")
+        await self._refuse_occupied(dest_path)
+        keys = [key async for key in self._store.list_prefix(source_path)]
+        await ensure_parent_groups(self._store, dest_path, self.zarr_format)
+        try:
+            await _copy_keys(self._store, keys, source_path, dest_path)
+        except BaseException:
+            await self._store.delete_prefix(dest_path)
+            raise
+        await self._store.delete_many(keys)
+        self._consolidated = None  # the hierarchy changed: consolidated entries are stale
+
+    async def _refuse_occupied(self, path: str) -> None:
+        """Raise if a node, or any other key, is stored at ``path``."""
+        documents = await read_documents(self._store, path)
+        where = self._store.key_url(path)
+        kind = node_kind(documents, where) if any(value is not None for value in documents.values()) else None
+        if kind is not None:
+            error = ContainsArrayError if kind == "array" else ContainsGroupError
+            raise error(f"{where}: {'an' if kind == 'array' else 'a'} {kind} is there already; move never overwrites")
+        async for _ in self._store.list_prefix(path):
+            raise FileExistsError(f"{where}: keys are stored there already; move never overwrites")
 
     # -- creating members -------------------------------------------------------------------------
 
@@ -445,6 +528,67 @@ class AsyncGroup(PickledByConfiguration):
         """Create a child array holding ``data``."""
         return await self.create_array(name, data=data, **kwargs)
 
+    async def require_groups(self, *names: str) -> tuple[AsyncGroup, ...]:
+        """``require_group`` for each name at once; the groups in the order of ``names``."""
+        return tuple(await asyncio.gather(*(self.require_group(name) for name in names)))
+
+    async def create_hierarchy(
+        self, nodes: Mapping[str, Any], *, overwrite: bool = False
+    ) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """Create the nodes ``nodes`` describes (paths below this group -> zarr metadata or dicts), as
+        ``asyncarr.create_hierarchy`` does; yield ``(path, node)`` for each, paths relative to this group.
+
+        Every node takes this group's format (ValueError for one of the other); this group is the
+        root, so a node at '' is a ValueError."""
+        from . import api  # api imports this module: it cannot be imported at module level
+
+        self._check_writable()
+        below = {self._child_path(path): _in_format(spec, self.zarr_format, path) for path, spec in nodes.items()}
+        self._consolidated = None
+        for path, node in await api.create_hierarchy(store=self._store, nodes=below, overwrite=overwrite):
+            yield path[len(self._path) + 1 :] if self._path else path, node
+
+    async def empty_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create the child array ``name`` shaped, chunked and encoded like ``data``, unwritten."""
+        return await self._create_like("empty_like", name, data, kwargs)
+
+    async def zeros_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create the child array ``name`` of zeros, like ``data``."""
+        return await self._create_like("zeros_like", name, data, kwargs)
+
+    async def ones_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create the child array ``name`` of ones, like ``data``."""
+        return await self._create_like("ones_like", name, data, kwargs)
+
+    async def full_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create the child array ``name`` like ``data``, filled with ``fill_value=`` (default: ``data``'s)."""
+        return await self._create_like("full_like", name, data, kwargs)
+
+    async def _create_like(self, function: str, name: str, data: Any, kwargs: dict[str, Any]) -> AsyncArray:
+        """``asyncarr.<function>(data, ...)`` creating the child ``name``, in this group's format unless told."""
+        from . import api  # api imports this module: it cannot be imported at module level
+
+        self._check_writable()
+        kwargs.setdefault("zarr_format", self.zarr_format)
+        self._consolidated = None
+        return await getattr(api, function)(data, store=self._store, path=self._child_path(name), **kwargs)
+
+    async def setitem(self, name: str, value: Any) -> None:
+        """Store ``value`` (array-like, or an array of either API) as the child array ``name``, replacing
+        whatever is there, with zarr 3's defaults (``group[name] = value``)."""
+        from . import api  # api imports this module: it cannot be imported at module level
+
+        self._check_writable()
+        self._consolidated = None
+        await api.create_array(
+            self._store,
+            name=self._child_path(name),
+            data=value,
+            chunks=value.chunks if isinstance(getattr(value, "async_array", value), AsyncArray) else "auto",
+            zarr_format=self.zarr_format,
+            overwrite=True,
+        )
+
     # -- attributes and tree ---------------------------------------------------------------------
 
     async def update_attributes(self, attributes: Mapping[str, Any]) -> AsyncGroup:
@@ -485,11 +629,19 @@ class AsyncGroup(PickledByConfiguration):
         return TreeNode(label, tuple(children))
 
     async def info(self, type_name: str = "asyncarr.AsyncGroup") -> Any:
-        """A summary table of the group: name, type, store and members."""
+        """A summary table of the group: name, type, store and its direct members."""
+        return await self._info(type_name, max_depth=0)
+
+    async def info_complete(self, type_name: str = "asyncarr.AsyncGroup") -> Any:
+        """zarr 3's complete table: as ``info``, counting every member of the hierarchy below the group."""
+        return await self._info(type_name, max_depth=None)
+
+    async def _info(self, type_name: str, max_depth: int | None) -> Any:
         from .info import Info
 
-        arrays = [name async for name in self.array_keys()]
-        groups = [name async for name in self.group_keys()]
+        members = [(name, node) async for name, node in self.members(max_depth)]
+        arrays = [name for name, node in members if isinstance(node, AsyncArray)]
+        groups = [name for name, node in members if isinstance(node, AsyncGroup)]
         store_type = type(self._store)
         rows = [
             ("Name", self.name),
@@ -497,7 +649,7 @@ class AsyncGroup(PickledByConfiguration):
             ("Zarr format", str(self.zarr_format)),
             ("Read-only", str(self.read_only)),
             ("Store type", f"{store_type.__module__}.{store_type.__qualname__}"),
-            ("No. members", str(len(arrays) + len(groups))),
+            ("No. members", str(len(members))),
             ("No. arrays", str(len(arrays))),
             ("No. groups", str(len(groups))),
         ]
@@ -538,3 +690,34 @@ def _shape_and_dtype(shape: Any, dtype: Any, data: Any) -> tuple[Any, Any, Any]:
 
         source = np.asanyarray(data)
     return (source.shape if shape is None else shape), (source.dtype if dtype is None else dtype), source
+
+
+def _in_format(spec: Any, zarr_format: int, path: str) -> Any:
+    """A create_hierarchy node in ``zarr_format``: a dict without one gets it; another format is a ValueError."""
+    given = spec.get("zarr_format") if isinstance(spec, Mapping) else getattr(spec, "zarr_format", None)
+    if given is None and isinstance(spec, Mapping):
+        return {**spec, "zarr_format": zarr_format}
+    if given != zarr_format:
+        raise ValueError(
+            f"The zarr_format of the nodes must be the same as the parent group. The node at {path} has "
+            f"zarr_format {given}, but the parent group has zarr_format {zarr_format}."
+        )
+    return spec
+
+
+async def _copy_keys(store: Store, keys: list[str], source_path: str, dest_path: str) -> None:
+    """Copy ``keys`` (below ``source_path``) to the same places below ``dest_path``: chunks first, then the
+    metadata documents, so the destination shows no node before its data is there."""
+    limiter = store.limiter
+
+    async def copy_one(key: str) -> None:
+        async with limiter:
+            value = await store.get(key)
+        if value is not None:  # gone since the listing: nothing to move
+            async with limiter:
+                await store.set(dest_path + key[len(source_path) :], value)
+
+    documents = [key for key in keys if key.rsplit("/", 1)[-1] in METADATA_NAMES]
+    chunks = [key for key in keys if key.rsplit("/", 1)[-1] not in METADATA_NAMES]
+    for batch in (chunks, documents):
+        await for_each_concurrently(batch, copy_one, config.get("concurrency"))
