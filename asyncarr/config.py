@@ -34,7 +34,17 @@ class Settings:
     retries: int = 10
     """Retries after the first attempt of a failed store request."""
     timeout: float = 30.0
-    """Seconds one attempt of a store request may take."""
+    """Seconds one attempt of a store request may take (the read timeout)."""
+    connect_timeout: float = 5.0
+    """Seconds a network store may take to open a connection (TCP and TLS) before the attempt fails."""
+    connect_retries: int = 2
+    """Retries after a refused connection, a failed DNS lookup or a connect timeout (at most ``retries``):
+    an unreachable endpoint fails within seconds instead of after every retry."""
+    request_deadline: float = 120.0
+    """Seconds one store request may take in all, across its retries and the waits between them."""
+    adaptive_concurrency: bool = True
+    """Throttling answers (429, 503 SlowDown) halve a store's limit of requests in flight and successes
+    grow it back, up to ``concurrency``; False keeps the limit fixed at ``concurrency``."""
     default_zarr_format: int = 3
     """Format of newly created nodes when ``zarr_format`` is not given."""
     write_empty_chunks: bool = False
@@ -64,6 +74,10 @@ _VALIDATORS = {
     "codec_threads": lambda v: v is None or (isinstance(v, int) and v >= 1),
     "retries": lambda v: isinstance(v, int) and v >= 0,
     "timeout": lambda v: isinstance(v, (int, float)) and v > 0,
+    "connect_timeout": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+    "connect_retries": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "request_deadline": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+    "adaptive_concurrency": lambda v: isinstance(v, bool),
     "default_zarr_format": lambda v: v in (2, 3),
     "write_empty_chunks": lambda v: isinstance(v, bool),
     "shard_coalesce_gap": lambda v: isinstance(v, int) and v >= 0,

@@ -49,8 +49,9 @@ from .. import config
 from .base import ByteRange, Store, _normalize_prefix, validate_key
 from .buckets import check_storage_options
 from .clients import PerLoopClients
-from .retry import Failure, ShortBodyError, call_with_retries
-from .url import STORE_SCHEMES
+from .counting import recorder_of
+from .retry import Failure, ShortBodyError, call_with_retries, connect_failure
+from .url import STORE_SCHEMES, check_endpoint_url
 
 __all__ = ["STORAGE_OPTIONS", "AzureStore"]
 
@@ -156,6 +157,8 @@ class AzureStore(Store):
     ``https://{account_name}.blob.core.windows.net``).
     """
 
+    counts_calls = False  # each HTTP attempt is counted by call_with_retries
+
     def __init__(
         self,
         container: str,
@@ -177,6 +180,8 @@ class AzureStore(Store):
         self.prefix = prefix.strip("/")
         self._root = _normalize_prefix(self.prefix)  # validates the prefix like a key
         _check_credentials(dict(locals()))
+        if account_url:  # a SAS query may follow the endpoint; it is checked as a credential, not here
+            check_endpoint_url(account_url.split("?", 1)[0], "account_url")
         self.account_name = account_name
         self.anon = bool(anon)
         self._account_key = account_key
@@ -250,8 +255,15 @@ class AzureStore(Store):
         session._retry_connection = False  # aiohttp would resend once on a dropped keep-alive connection
         # Blob Storage never redirects: refusing to follow one keeps a redirect from sending a signed or
         # bearer-authorized request elsewhere (the SDK signs each hop again, after its redirect policy).
+        settings = config.current()
+        transport = AioHttpTransport(
+            session=session,
+            session_owner=True,
+            connection_timeout=settings.connect_timeout,  # opening a connection has a shorter bound
+            read_timeout=settings.timeout,  # call_with_retries bounds each attempt as a whole
+        )
         options = {
-            "transport": AioHttpTransport(session=session, session_owner=True),
+            "transport": transport,
             "retry_total": 0,
             "permit_redirects": False,
         }
@@ -282,7 +294,7 @@ class AzureStore(Store):
         """The blob's bytes (or a range of them), or None if the blob does not exist."""
         name = self._root + validate_key(key)
         if byte_range is None:
-            return await self._request(key, "read", lambda client: _download(client, name, None, None))
+            return await self._request(key, "read", lambda client: _download(client, name, None, None), op="get")
         if byte_range.suffix is not None or byte_range.length == 0:
             size = await self._size(key)
             if size is None:
@@ -293,20 +305,23 @@ class AzureStore(Store):
             offset, length = start, stop - start
         else:
             offset, length = byte_range.offset, byte_range.length
-        return await self._request(key, "read", lambda client: _download(client, name, offset, length), past_end=b"")
+        read = lambda client: _download(client, name, offset, length)  # noqa: E731
+        return await self._request(key, "read", read, past_end=b"", op="get_range")
 
     async def set(self, key: str, value: bytes) -> None:
         """Upload ``value`` as the blob ``key``, replacing any previous one."""
         self._check_writable()
         name = self._root + validate_key(key)
         data = value if isinstance(value, bytes) else bytes(value)
-        await self._request(key, "write", lambda client: client.upload_blob(name, data, overwrite=True))
+        upload = lambda client: client.upload_blob(name, data, overwrite=True)  # noqa: E731
+        await self._request(key, "write", upload, op="set", sent=len(data))
 
     async def delete(self, key: str) -> None:
         """Delete the blob ``key`` (and its snapshots); a missing blob is fine."""
         self._check_writable()
         name = self._root + validate_key(key)
-        await self._request(key, "delete", lambda client: client.delete_blob(name, delete_snapshots="include"))
+        remove = lambda client: client.delete_blob(name, delete_snapshots="include")  # noqa: E731
+        await self._request(key, "delete", remove, op="delete")
 
     async def exists(self, key: str) -> bool:
         """Whether the blob ``key`` exists."""
@@ -341,7 +356,7 @@ class AzureStore(Store):
         async def properties(client: ContainerClient) -> int:
             return (await client.get_blob_client(self._root + key).get_blob_properties()).size
 
-        return await self._request(key, "read", properties)
+        return await self._request(key, "read", properties, op="head")
 
     async def _request(
         self,
@@ -351,6 +366,8 @@ class AzureStore(Store):
         *,
         missing: Any = None,
         past_end: Any = None,
+        op: str,
+        sent: int = 0,
     ) -> Any:
         """Run one request with retries; a missing blob gives ``missing``, a range past its end ``past_end``."""
         anonymous, secrets = self._anonymous(), self._secrets()
@@ -374,6 +391,10 @@ class AzureStore(Store):
             classify=lambda exc: _failure(exc, anonymous),
             action=action,
             denied_hint=_DENIED_HINTS[anonymous],
+            op=op,
+            metrics=recorder_of(self),
+            limiter=self.limiter,
+            sent=sent,
         )
 
     async def _list(self, prefix: str, pager: Callable[[ContainerClient], Any]) -> AsyncIterator[Any]:
@@ -389,7 +410,7 @@ class AzureStore(Store):
                     return [], None
                 return items, pages.continuation_token
 
-            items, token = await self._request(prefix.strip("/"), "list", page, missing=([], None))
+            items, token = await self._request(prefix.strip("/"), "list", page, missing=([], None), op="list")
             for item in items:
                 yield item
             if not token:
@@ -469,8 +490,12 @@ def _classify(exc: BaseException, anonymous: bool) -> Failure | _Absent:
         return Failure.DENIED
     if status == 416:
         return _Absent.RANGE
+    if status == 429 or (status == 503 and code == "ServerBusy"):
+        return Failure.THROTTLED  # Azure's answers when an account or a blob is over its request rate
     if status in _TRANSIENT_STATUS:
         return Failure.TRANSIENT
+    if connect_failure(exc):
+        return Failure.CONNECT
     transient = (IncompleteReadError, ServiceRequestError, ServiceResponseError, aiohttp.ClientError, OSError)
     if any(isinstance(cause, transient) for cause in _chain(exc)):  # OSError covers timeouts and resets
         return Failure.TRANSIENT

@@ -9,10 +9,13 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import config
 from ..errors import ReadOnlyError
+from .counting import install_counting, recorder_of
+from .limiter import AdaptiveLimiter
+from .metrics import StoreMetrics
 
 __all__ = ["ByteRange", "Store", "validate_key"]
 
@@ -93,7 +96,7 @@ def _normalize_prefix(prefix: str) -> str:
 
 
 _limiters_lock = threading.Lock()
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]] = (
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], AdaptiveLimiter]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -114,8 +117,8 @@ def _forget_gone_locations() -> None:
                 del per_loop[limiter_key]
 
 
-def _shared_limiter(location: str) -> asyncio.Semaphore:
-    """The semaphore for ``location`` in the running loop, sized by the current ``config.concurrency``."""
+def _shared_limiter(location: str) -> AdaptiveLimiter:
+    """The limiter for ``location`` in the running loop, of at most the current ``config.concurrency``."""
     loop = asyncio.get_running_loop()
     concurrency = config.get("concurrency")
     with _limiters_lock:
@@ -124,8 +127,21 @@ def _shared_limiter(location: str) -> asyncio.Semaphore:
         per_loop = _limiters.setdefault(loop, {})
         limiter = per_loop.get((location, concurrency))
         if limiter is None:
-            limiter = per_loop[(location, concurrency)] = asyncio.Semaphore(concurrency)
+            limiter = per_loop[(location, concurrency)] = AdaptiveLimiter(concurrency)
         return limiter
+
+
+def _limiter_fields(location: str) -> dict[str, int]:
+    """The ``concurrency_*`` fields of `StoreMetrics` for ``location`` (its busiest loop's limiter now)."""
+    concurrency = config.get("concurrency")
+    with _limiters_lock:
+        found = [per_loop.get((location, concurrency)) for per_loop in list(_limiters.values())]
+    limiters = [limiter for limiter in found if limiter is not None]
+    fields = {"concurrency_max": concurrency}
+    if limiters:
+        busiest = max(limiters, key=lambda limiter: limiter._admitted)
+        fields.update(concurrency_limit=busiest.limit, concurrency_limit_min=busiest.lowest)
+    return fields
 
 
 class Store(abc.ABC):
@@ -134,8 +150,15 @@ class Store(abc.ABC):
     Subclasses implement the abstract coroutines; the defaults (``get_many``, ``set_many``,
     ``delete_prefix``, ``getsize``) are built on them and may be overridden for speed.
     Stores pickle their configuration (override ``__getstate__`` to drop connections).
+    Every store counts its requests for ``metrics()`` without doing anything for it (see
+    ``counts_calls``).
     """
 
+    counts_calls: ClassVar[bool] = True
+    """Count each call of ``get``, ``set``, ``delete``, ``exists``, ``getsize``, the listings and the
+    blocking twins made from outside the store as one request in ``metrics()`` (a call the store makes
+    to itself while serving one is not counted again). Network drivers set it False and count each
+    HTTP attempt themselves; wrappers set it False and report the wrapped store's requests."""
     read_only: bool = False
     supports_listing: bool = True
     """False for stores that cannot list keys (HTTP): listings then come from consolidated metadata."""
@@ -148,14 +171,15 @@ class Store(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "supports_sync_io" in cls.__dict__:
-            return
-        for name in ("get", "set", "delete"):
-            owner = next(k for k in cls.__mro__ if name in k.__dict__)
-            sync_owner = next(k for k in cls.__mro__ if f"{name}_sync" in k.__dict__)
-            if owner is not sync_owner:
-                cls.supports_sync_io = False
-                return
+        if "supports_sync_io" not in cls.__dict__:
+            for name in ("get", "set", "delete"):
+                owner = next(k for k in cls.__mro__ if name in k.__dict__)
+                sync_owner = next(k for k in cls.__mro__ if f"{name}_sync" in k.__dict__)
+                if owner is not sync_owner:
+                    cls.supports_sync_io = False
+                    break
+        if cls.counts_calls:
+            install_counting(cls, Store)
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -268,13 +292,26 @@ class Store(abc.ABC):
 
     # -- helpers for subclasses and callers ---------------------------------------------
 
+    def metrics(self) -> StoreMetrics:
+        """A snapshot of the requests this store object made: counts by operation, bytes, retries, latency.
+
+        Counts belong to this object (not to every handle on its location); a pickled or copied
+        store starts from zero. The ``concurrency_*`` fields describe the location's shared limiter.
+        """
+        return recorder_of(self).snapshot(self.location, **_limiter_fields(self.location))
+
+    def reset_metrics(self) -> None:
+        """Start counting this store's requests from zero."""
+        recorder_of(self).reset()
+
     @property
-    def limiter(self) -> asyncio.Semaphore:
-        """The semaphore bounding requests to this store's location in the running event loop.
+    def limiter(self) -> AdaptiveLimiter:
+        """The limiter bounding requests to this store's location in the running event loop.
 
         Shared by every handle on the same location (two opens of one path share one bound)
-        and sized by ``config.concurrency`` as it is now: changing the setting takes effect
-        for calls made afterwards.
+        and at most ``config.concurrency`` as it is now: changing the setting takes effect
+        for calls made afterwards. Throttling answers shrink it and successes grow it back
+        (see `asyncarr.stores.limiter`).
         """
         location = self.location
         if type(self).location is _DEFAULT_LOCATION and location not in _default_locations:
@@ -309,7 +346,9 @@ class Store(abc.ABC):
             raise RuntimeError(f"{type(self).__name__} must be closed with 'async with' or 'await store.close()'")
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        state = dict(self.__dict__)
+        state.pop("_metrics_recorder", None)  # counts stay with the object that made the requests
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

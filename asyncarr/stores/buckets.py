@@ -42,6 +42,7 @@ class BucketStore(Store):
     through `_object_name`.
     """
 
+    counts_calls = False  # each HTTP attempt is counted by call_with_retries
     _service: ClassVar[str]
     """The service's name in messages: ``"S3"``."""
     _scheme: ClassVar[str]

@@ -1,5 +1,9 @@
 """Stores that wrap another store: `WrapperStore` passes every request on, `LRUStoreCache` caches reads.
 
+Wrappers make no requests of their own: ``metrics()`` reports the wrapped store's, and an
+`LRUStoreCache` adds its ``cache_hits`` and ``cache_misses`` (reads answered without a request,
+and reads passed on).
+
 `LRUStoreCache(store, max_size)` is zarr 2's caching wrapper: values read through it are kept,
 least recently used first out, up to ``max_size`` bytes (None: no limit), and so are listings.
 Its own ``set`` and ``delete`` invalidate what they change (a value, and every listing); a
@@ -9,18 +13,22 @@ zarr 2. Missing keys are not cached: a chunk written later by another writer the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .metrics import StoreMetrics
 
 __all__ = ["LRUStoreCache", "WrapperStore"]
 
 
 class WrapperStore(Store):
     """A store that passes every request to ``inner``; subclasses change what they need."""
+
+    counts_calls = False  # the wrapped store counts the requests
 
     def __init__(self, inner: Store, *, read_only: bool | None = None) -> None:
         if not isinstance(inner, Store):
@@ -36,6 +44,14 @@ class WrapperStore(Store):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
+
+    def metrics(self) -> StoreMetrics:
+        """The wrapped store's metrics: every request goes through it."""
+        return self.inner.metrics()
+
+    def reset_metrics(self) -> None:
+        """Start counting the wrapped store's requests from zero."""
+        self.inner.reset_metrics()
 
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """The wrapped store's value at ``key``."""
@@ -122,6 +138,18 @@ class LRUStoreCache(WrapperStore):
 
     def __repr__(self) -> str:
         return f"LRUStoreCache({self.inner!r}, max_size={self.max_size!r})"
+
+    def metrics(self) -> StoreMetrics:
+        """The wrapped store's metrics, with this cache's hits and misses."""
+        with self._lock:
+            hits, misses = self.hits, self.misses
+        return dataclasses.replace(self.inner.metrics(), cache_hits=hits, cache_misses=misses)
+
+    def reset_metrics(self) -> None:
+        """Start counting from zero: the wrapped store's requests and this cache's hits and misses."""
+        with self._lock:
+            self.hits = self.misses = 0
+        self.inner.reset_metrics()
 
     # -- the cache ---------------------------------------------------------------------------
 

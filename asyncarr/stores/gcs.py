@@ -34,8 +34,9 @@ from .. import config
 from .base import ByteRange, _normalize_prefix
 from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import PerLoopClients
-from .retry import Failure, call_with_retries
-from .url import STORE_SCHEMES
+from .counting import recorder_of
+from .retry import Failure, call_with_retries, connect_failure
+from .url import STORE_SCHEMES, check_endpoint_url
 
 __all__ = ["GCSStore"]
 
@@ -56,13 +57,16 @@ _ANON_HINT = (
 
 
 def _emulator_endpoint(endpoint_url: str | None) -> str | None:
-    """``endpoint_url``, else ``STORAGE_EMULATOR_HOST`` (as gcsfs reads it), without a trailing '/'."""
-    endpoint = endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST", "")
+    """``endpoint_url`` (which must be ``http(s)://host[:port]``), else ``STORAGE_EMULATOR_HOST`` as gcsfs
+    reads it (``host:port`` means ``http://host:port``), without a trailing '/'."""
+    if endpoint_url:
+        return check_endpoint_url(endpoint_url, "endpoint_url").rstrip("/")
+    endpoint = os.environ.get("STORAGE_EMULATOR_HOST", "")
     if endpoint in ("", "default"):
         return None
     if not endpoint.startswith(("http://", "https://")):
         endpoint = f"http://{endpoint}"
-    return endpoint.rstrip("/")
+    return check_endpoint_url(endpoint, "STORAGE_EMULATOR_HOST").rstrip("/")
 
 
 def _check_token(token: Any) -> None:
@@ -169,6 +173,10 @@ class GCSStore(BucketStore):
         options = dict(self._gcsfs_kwargs)
         if self._project is not None:
             options["project"] = self._project
+        # call_with_retries bounds each attempt; opening a connection has a shorter bound of its own.
+        options.setdefault(
+            "requests_timeout", aiohttp.ClientTimeout(total=None, sock_connect=config.get("connect_timeout"))
+        )
         try:
             return _SingleAttemptFileSystem(
                 token=self._token,
@@ -214,7 +222,7 @@ class GCSStore(BucketStore):
             except FileNotFoundError:
                 return None
 
-        return await self._retrying(attempt, key, "get")
+        return await self._retrying(attempt, key, "get", "get" if byte_range is None else "get_range")
 
     async def set(self, key: str, value: bytes) -> None:
         """Store ``value`` as the object at ``key``."""
@@ -227,7 +235,7 @@ class GCSStore(BucketStore):
             except FileNotFoundError:
                 raise _MissingBucketError(self._bucket) from None
 
-        await self._retrying(attempt, key, "put")
+        await self._retrying(attempt, key, "put", "set", sent=len(value))
 
     async def delete(self, key: str) -> None:
         """Delete the object at ``key``; a missing object is not an error."""
@@ -269,9 +277,21 @@ class GCSStore(BucketStore):
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _retrying(self, attempt: Callable[[], Awaitable[_T]], key: str, action: str) -> Awaitable[_T]:
+    def _retrying(
+        self, attempt: Callable[[], Awaitable[_T]], key: str, action: str, op: str, *, sent: int = 0
+    ) -> Awaitable[_T]:
         hint = _ANON_HINT if self.anonymous else _PUBLIC_HINT
-        return call_with_retries(attempt, url=self.key_url(key), classify=_classify, action=action, denied_hint=hint)
+        return call_with_retries(
+            attempt,
+            url=self.key_url(key),
+            classify=_classify,
+            action=action,
+            denied_hint=hint,
+            op=op,
+            metrics=recorder_of(self),
+            limiter=self.limiter,
+            sent=sent,
+        )
 
     async def _metadata(self, key: str) -> dict[str, Any] | None:
         name = self._object_name(key)
@@ -283,7 +303,7 @@ class GCSStore(BucketStore):
             except FileNotFoundError:
                 return None
 
-        return await self._retrying(attempt, key, "metadata request")
+        return await self._retrying(attempt, key, "metadata request", "head")
 
     async def _delete_object(self, name: str, key: str) -> None:
         async def attempt() -> None:
@@ -293,7 +313,7 @@ class GCSStore(BucketStore):
             except FileNotFoundError:
                 pass
 
-        await self._retrying(attempt, key, "delete")
+        await self._retrying(attempt, key, "delete", "delete")
 
     async def _list_pages(self, below: str, delimiter: str | None = None) -> AsyncIterator[tuple[list[str], list[str]]]:
         """Yield the object names and common prefixes of each listing page below the root and ``below``."""
@@ -317,7 +337,7 @@ class GCSStore(BucketStore):
                 except FileNotFoundError:
                     raise _MissingBucketError(self._bucket) from None
 
-            page = await self._retrying(attempt, below.rstrip("/"), "list")
+            page = await self._retrying(attempt, below.rstrip("/"), "list", "list")
             yield [item["name"] for item in page.get("items", ())], page.get("prefixes", [])
             page_token = page.get("nextPageToken")
             if not page_token:
@@ -409,6 +429,7 @@ class _MissingBucketError(Exception):
 
 
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_THROTTLING_STATUS = frozenset({429})  # GCS's "rate limit exceeded"; its 503 is a backend error
 _TRANSIENT_TRANSPORT = (
     aiohttp.ClientConnectionError,  # refused, reset or dropped connections, ServerDisconnectedError
     aiohttp.ClientPayloadError,  # a body shorter than its Content-Length
@@ -426,21 +447,29 @@ def _status(exc: HttpError) -> int | None:
         return None
 
 
+def _by_status(status: int | None) -> Failure:
+    if status in (401, 403):
+        return Failure.DENIED
+    if status in _THROTTLING_STATUS:
+        return Failure.THROTTLED
+    return Failure.TRANSIENT if status in _TRANSIENT_STATUS else Failure.FATAL
+
+
 def _classify(exc: BaseException) -> Failure:
     """How ``call_with_retries`` treats a failed GCS attempt."""
     if isinstance(exc, HttpError):
         status = _status(exc)
-        if status in (401, 403):
-            return Failure.DENIED
-        return Failure.TRANSIENT if status in _TRANSIENT_STATUS else Failure.FATAL
+        return _by_status(status)
     if isinstance(exc, aiohttp.ClientResponseError):
-        if exc.status in (401, 403):
-            return Failure.DENIED
-        return Failure.TRANSIENT if exc.status in _TRANSIENT_STATUS else Failure.FATAL
+        return _by_status(exc.status)
     if type(exc) is OSError and str(exc).startswith("Forbidden"):
         return Failure.DENIED  # gcsfs raises a bare OSError('Forbidden: ...') for 403
     if isinstance(exc, (_CredentialsError, NonRetryableError, google.auth.exceptions.RefreshError)):
         return Failure.DENIED
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return Failure.FATAL
+    if connect_failure(exc):
+        return Failure.CONNECT
     if isinstance(exc, _TRANSIENT_TRANSPORT):
         return Failure.TRANSIENT
     return Failure.FATAL

@@ -36,7 +36,8 @@ from .. import config
 from ..errors import ReadOnlyError, StoreError
 from .base import ByteRange, Store, _range_header, validate_key
 from .clients import PerLoopClients
-from .retry import Failure, ShortBodyError, call_with_retries
+from .counting import recorder_of
+from .retry import Failure, ShortBodyError, call_with_retries, connect_failure
 from .url import STORE_SCHEMES
 
 __all__ = ["MAX_REDIRECTS", "HTTPStore"]
@@ -101,7 +102,8 @@ async def _open_session(closing: contextlib.AsyncExitStack) -> _LoopSession:
     limit = config.get("concurrency")
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit),
-        timeout=aiohttp.ClientTimeout(total=None),  # call_with_retries bounds each attempt
+        # call_with_retries bounds each attempt; opening a connection has a shorter bound of its own.
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.get("connect_timeout")),
         headers={"Accept-Encoding": "identity"},  # byte ranges of the stored bytes, never of a gzip stream
     )
     # aiohttp resends an idempotent request once when a reused connection drops; call_with_retries
@@ -115,6 +117,7 @@ class HTTPStore(Store):
     """Zarr data below an HTTP(S) base URL, read-only; ``headers`` go with every request."""
 
     supports_listing = False
+    counts_calls = False  # each HTTP attempt is counted by call_with_retries
 
     def __init__(self, base_url: str, *, headers: Mapping[str, str] | None = None, read_only: bool = True) -> None:
         if not read_only:
@@ -172,7 +175,7 @@ class HTTPStore(Store):
                     return _cut_partial(response, body, byte_range)
                 return byte_range.apply(body)  # the server ignored Range
 
-        return await self._call(key, "GET", attempt)
+        return await self._call(key, "GET", attempt, "get" if range_header is None else "get_range")
 
     async def exists(self, key: str) -> bool:
         """Whether the server has ``key`` (HEAD; a 1-byte GET where HEAD is refused)."""
@@ -226,7 +229,9 @@ class HTTPStore(Store):
             _log.debug("%s %s: redirected to %s", method, self.key_url(key), _shown(url))
         raise _RedirectError(f"more than {MAX_REDIRECTS} redirects; the last was to {_shown(url)}")
 
-    async def _call(self, key: str, action: str, attempt: Callable[[aiohttp.ClientSession], Awaitable[T]]) -> T:
+    async def _call(
+        self, key: str, action: str, attempt: Callable[[aiohttp.ClientSession], Awaitable[T]], op: str
+    ) -> T:
         loop_session = await self._clients.get("session", _open_session)
         # Waiting for a slot happens outside the per-attempt timeout: a queue is not a slow server.
         async with loop_session.slots:
@@ -236,6 +241,9 @@ class HTTPStore(Store):
                 classify=_classify,
                 action=action,
                 denied_hint=self._denied_hint(),
+                op=op,
+                metrics=recorder_of(self),
+                limiter=self.limiter,
             )
 
     async def _size(self, key: str, *, need_size: bool) -> int | None:
@@ -254,7 +262,7 @@ class HTTPStore(Store):
                         return _UNSET
                     return r.content_length
 
-            size = await self._call(key, "HEAD", head)
+            size = await self._call(key, "HEAD", head, "head")
             if size != _UNSET or not (need_size or self._head_refused):
                 return size
 
@@ -272,7 +280,7 @@ class HTTPStore(Store):
                 _check_length(response, body)
                 return len(body)
 
-        size = await self._call(key, "GET", first_byte)
+        size = await self._call(key, "GET", first_byte, "get_range")
         if size == _UNSET and need_size:  # no total size in Content-Range: count the bytes
             value = await self.get(key)
             return None if value is None else len(value)
@@ -369,11 +377,15 @@ def _classify(exc: BaseException) -> Failure:
         status = exc.status
         if status in (401, 403):
             return Failure.DENIED
-        if status in (408, 429) or status >= 500:
+        if status == 429:
+            return Failure.THROTTLED
+        if status == 408 or status >= 500:
             return Failure.TRANSIENT
         return Failure.FATAL
     if isinstance(exc, (_RedirectError, aiohttp.ClientConnectorCertificateError)):
         return Failure.FATAL
+    if connect_failure(exc):
+        return Failure.CONNECT
     if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError, ConnectionError)):
         return Failure.TRANSIENT
     return Failure.FATAL

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import shutil
 import stat
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 
 from ..errors import AccessDeniedError, StoreError
 from .base import ByteRange, Store, _normalize_prefix, validate_key
+from .counting import recorder_of
 
 __all__ = ["LocalStore"]
 
@@ -144,6 +146,10 @@ _batchers_lock = threading.Lock()
 os.register_at_fork(after_in_child=_forget_executor_after_fork)
 
 
+def _read_operation(byte_range: ByteRange | None) -> str:
+    return "get" if byte_range is None else "get_range"
+
+
 def _in_io_thread(function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
     """Run ``function(*args)`` on an I/O thread, batched with the loop's other file jobs."""
     loop = asyncio.get_running_loop()
@@ -216,7 +222,8 @@ class LocalStore(Store):
     async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Read many files in a few batched thread hops (no task per key)."""
         jobs = [(self._file_path(key), key, byte_range) for key, byte_range in requests]
-        return await _all_of([_in_io_thread(self._read_file, *job) for job in jobs])
+        timed, read = recorder_of(self).timed, self._read_file  # each read counts as one request
+        return await _all_of([_in_io_thread(timed, _read_operation(job[2]), read, *job) for job in jobs])
 
     async def set(self, key: str, value: bytes) -> None:
         """Write ``value`` to the file at ``key`` atomically, creating directories as needed."""
@@ -227,7 +234,10 @@ class LocalStore(Store):
         """Write many files atomically in a few batched thread hops."""
         self._check_writable()
         jobs = [(self._file_path(key), key, value) for key, value in items]
-        await _all_of([_in_io_thread(self._write_file, *job) for job in jobs])
+        timed, write = recorder_of(self).timed, self._write_file
+        await _all_of(
+            [_in_io_thread(functools.partial(timed, written=len(job[2])), "set", write, *job) for job in jobs]
+        )
 
     async def delete(self, key: str) -> None:
         """Remove the file at ``key`` and any directories that leaves empty; a missing key is fine."""
@@ -238,7 +248,8 @@ class LocalStore(Store):
         """Remove many files in a few batched thread hops."""
         self._check_writable()
         jobs = [(self._file_path(key), key) for key in keys]
-        await _all_of([_in_io_thread(self._delete_file, *job) for job in jobs])
+        timed, remove = recorder_of(self).timed, self._delete_file
+        await _all_of([_in_io_thread(timed, "delete", remove, *job) for job in jobs])
 
     async def exists(self, key: str) -> bool:
         """Whether a regular file is stored at ``key``."""

@@ -44,10 +44,11 @@ from .. import config
 from .base import ByteRange, _normalize_prefix, _range_header
 from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import shared_clients
+from .counting import recorder_of
 from .retry import ShortBodyError, call_with_retries
 from .s3_errors import REGION_REDIRECTS, RedirectNotFollowedError, S3ResponseError, classify
 from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
-from .url import STORE_SCHEMES
+from .url import STORE_SCHEMES, check_endpoint_url
 
 __all__ = ["S3Store"]
 
@@ -251,7 +252,11 @@ class S3Store(BucketStore):
         # Resolved here, once: every request (aiohttp's and aiobotocore's) goes to this endpoint and
         # region, and a pickle carries them to workers whose environment may say something else.
         self._region = region or _default_region()
+        if endpoint_url:
+            check_endpoint_url(endpoint_url, "endpoint_url")
         self._endpoint_url = endpoint_url or _configured_endpoint(profile)
+        if self._endpoint_url and not endpoint_url:
+            check_endpoint_url(self._endpoint_url, "the S3 endpoint configured in the environment or profile")
         self._credentials = _Credentials(key, secret, token)
         self._profile = profile
         self._client_kwargs = extra  # at most {"verify": ...}
@@ -326,7 +331,8 @@ class S3Store(BucketStore):
         context: ssl.SSLContext | bool = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else True
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=max(config.get("concurrency"), 10), ssl=context if verify else False),
-            timeout=aiohttp.ClientTimeout(total=None),  # call_with_retries bounds each attempt
+            # call_with_retries bounds each attempt; opening a connection has a shorter bound of its own.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.get("connect_timeout")),
             auto_decompress=False,  # an object stored with Content-Encoding: gzip is read as stored
             headers={"User-Agent": f"asyncarr/{__version__}", "Accept-Encoding": "identity"},
         )
@@ -349,7 +355,7 @@ class S3Store(BucketStore):
         settings = config.current()
         options: dict[str, Any] = {
             "max_pool_connections": max(settings.concurrency, 10),
-            "connect_timeout": settings.timeout,
+            "connect_timeout": settings.connect_timeout,
             "read_timeout": settings.timeout,
             # asyncarr's call_with_retries is the only retry loop: one attempt per botocore call.
             "retries": {"total_max_attempts": 1, "mode": "standard"},
@@ -403,7 +409,7 @@ class S3Store(BucketStore):
                 return b""  # the range starts past the end, as LocalStore and Python slicing say
             return self._missing_or_raise(status, answer, data)
 
-        return await self._retrying(attempt, key, "get")
+        return await self._retrying(attempt, key, "get", "get" if byte_range is None else "get_range")
 
     async def set(self, key: str, value: bytes) -> None:
         """Store ``value`` as the object at ``key``."""
@@ -419,7 +425,7 @@ class S3Store(BucketStore):
             if not 200 <= status < 300:
                 raise S3ResponseError.from_answer(status, answer, data, self._bucket)
 
-        await self._retrying(attempt, key, "put")
+        await self._retrying(attempt, key, "put", "set", sent=len(body))
 
     async def delete(self, key: str) -> None:
         """Delete the object at ``key``; a missing object is not an error."""
@@ -431,7 +437,7 @@ class S3Store(BucketStore):
             if not 200 <= status < 300:
                 self._missing_or_raise(status, answer, data)
 
-        await self._retrying(attempt, key, "delete")
+        await self._retrying(attempt, key, "delete", "delete")
 
     async def delete_many(self, keys: Iterable[str]) -> None:
         """Delete many objects with DeleteObjects, 1000 per request; missing keys are ignored."""
@@ -465,9 +471,21 @@ class S3Store(BucketStore):
 
     # -- object requests: aiohttp and sigv4 ---------------------------------------------------------
 
-    def _retrying(self, attempt: Callable[[], Awaitable[_T]], key: str, action: str) -> Awaitable[_T]:
+    def _retrying(
+        self, attempt: Callable[[], Awaitable[_T]], key: str, action: str, op: str, *, sent: int = 0
+    ) -> Awaitable[_T]:
         hint = _PRIVATE_HINT if self._anon else _PUBLIC_HINT
-        return call_with_retries(attempt, url=self.key_url(key), classify=classify, action=action, denied_hint=hint)
+        return call_with_retries(
+            attempt,
+            url=self.key_url(key),
+            classify=classify,
+            action=action,
+            denied_hint=hint,
+            op=op,
+            metrics=recorder_of(self),
+            limiter=self.limiter,
+            sent=sent,
+        )
 
     async def _exchange(
         self,
@@ -546,7 +564,7 @@ class S3Store(BucketStore):
                 raise S3ResponseError(status, "", "the answer to HEAD has no Content-Length", self._bucket)
             return int(size)
 
-        return await self._retrying(attempt, key, "head")
+        return await self._retrying(attempt, key, "head", "head")
 
     def _missing_or_raise(self, status: int, answer: Any, data: bytes) -> None:
         """None for S3's answer that there is no such key, else raise the error it describes."""
@@ -572,7 +590,7 @@ class S3Store(BucketStore):
             arguments["Delimiter"] = delimiter
         while True:
             page = await self._retrying(
-                functools.partial(self._request, "list_objects_v2", **arguments), below.rstrip("/"), "list"
+                functools.partial(self._request, "list_objects_v2", **arguments), below.rstrip("/"), "list", "list"
             )
             yield (
                 [entry["Key"] for entry in page.get("Contents", ())],
@@ -594,7 +612,7 @@ class S3Store(BucketStore):
                     raise S3ResponseError(None, first.get("Code", ""), first.get("Message", ""), self._bucket)
 
             async with self.limiter:
-                await self._retrying(attempt, url_key, f"delete of {len(batch)} keys")
+                await self._retrying(attempt, url_key, f"delete of {len(batch)} keys", "delete")
 
         batches = [object_keys[i : i + _DELETE_BATCH] for i in range(0, len(object_keys), _DELETE_BATCH)]
         await asyncio.gather(*(delete_batch(batch) for batch in batches))

@@ -18,7 +18,7 @@ from botocore.exceptions import (
     ConnectionError as BotocoreConnectionError,
 )
 
-from .retry import Failure
+from .retry import Failure, connect_failure
 
 __all__ = ["REGION_REDIRECTS", "RedirectNotFollowedError", "S3ResponseError", "classify"]
 
@@ -35,6 +35,10 @@ _TRANSIENT_CODES = frozenset(
     "RequestLimitExceeded TooManyRequests 500 502 503 504".split()
 )
 _TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+_THROTTLING_CODES = frozenset(
+    "SlowDown Throttling ThrottlingException RequestLimitExceeded TooManyRequests RequestThrottled".split()
+)
+"""S3's (and S3-compatible servers') error codes that ask the client to send fewer requests."""
 _TRANSIENT_TRANSPORT = (
     BotocoreConnectionError,  # EndpointConnectionError, ConnectTimeoutError, ...
     HTTPClientError,  # ConnectionClosedError, ReadTimeoutError, ResponseStreamingError
@@ -110,6 +114,8 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, S3ResponseError):
         if exc.code in _DENIED_CODES or exc.status in (401, 403):
             return Failure.DENIED
+        if exc.code in _THROTTLING_CODES or exc.status == 429:
+            return Failure.THROTTLED
         if exc.code in _TRANSIENT_CODES or exc.status in _TRANSIENT_STATUS:
             return Failure.TRANSIENT
         return Failure.FATAL
@@ -117,6 +123,8 @@ def classify(exc: BaseException) -> Failure:
         return Failure.DENIED
     if isinstance(exc, (SSLError, aiohttp.ClientConnectorCertificateError)):
         return Failure.FATAL  # a certificate problem does not go away by asking again
+    if connect_failure(exc):
+        return Failure.CONNECT
     if isinstance(exc, _TRANSIENT_TRANSPORT):
         return Failure.TRANSIENT
     return Failure.FATAL

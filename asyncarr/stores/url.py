@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -25,7 +26,7 @@ from .mapping import MappingStore
 from .memory import MemoryStore
 from .zip import ZipStore
 
-__all__ = ["STORE_SCHEMES", "as_store", "from_url"]
+__all__ = ["STORE_SCHEMES", "as_store", "check_endpoint_url", "from_url"]
 
 STORE_SCHEMES: dict[str, Callable[..., Store]] = {}
 """Factories for the URL schemes of remote stores, called as ``factory(url, read_only=..., **options)``."""
@@ -41,6 +42,34 @@ _REMOTE_SCHEME_MODULES = {
     "https": ("asyncarr.stores.http", "http"),
 }
 _BUILTIN_SCHEMES = ("file", "memory", "zip")
+
+
+def check_endpoint_url(value: Any, option: str, *, path_allowed: bool = True) -> str:
+    """Return ``value`` if it is ``http(s)://host[:port][/path]``, else raise ValueError saying what to write.
+
+    ``option`` names where the value came from (``"endpoint_url"``, an environment variable), for the message.
+    """
+    from urllib.parse import urlsplit
+
+    example = "http(s)://host[:port]" + ("[/path]" if path_allowed else "")
+    if not isinstance(value, str):
+        raise TypeError(f"{option} must be a URL string like {example}, got {type(value).__name__}")
+    # Shown without a query (a signed URL's token) or a user:password part.
+    shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", r"\1", value.split("?", 1)[0].split("#", 1)[0])
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise ValueError(f"{option}={shown!r} is not a valid URL ({exc}); write {example}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        hint = f"; did you mean 'http://{shown}'?" if "://" not in value and value else ""
+        raise ValueError(f"{option}={shown!r} is not a URL of the form {example}{hint}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{option}={shown!r} cannot carry a query or fragment; write {example}")
+    if parts.path.strip("/") and not path_allowed:
+        raise ValueError(f"{option}={shown!r} cannot have a path; write {example}")
+    del port
+    return value
 
 
 def from_url(url: str, *, read_only: bool = False, **storage_options: Any) -> Store:

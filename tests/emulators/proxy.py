@@ -12,6 +12,10 @@ With probability ``failure_rate`` a request fails instead, with one of ``failure
 - ``"drop"``: the connection is closed before any response byte;
 - ``"truncate"``: the upstream response's headers and half its body, then the connection closes.
 
+With ``throttle_above=N`` the proxy also acts as a server that throttles: a request arriving
+while N others are in flight is answered at once with 503 and an S3 ``SlowDown`` body
+(counted in ``throttled``, not in ``faults``), as S3 answers a prefix asked for more than it serves.
+
 ``counts()`` also says how many client connections the requests came on (keep-alive reuse).
 Fault choices come from ``random.Random(seed)`` in request order, so one sequential run
 always fails the same requests. Counters are thread-safe and readable from the test thread.
@@ -69,6 +73,7 @@ class FaultProxy:
         failures: tuple[str, ...] = ("503", "500", "drop"),
         latency: float = 0.0,
         seed: int = 0,
+        throttle_above: int | None = None,
     ) -> None:
         unknown = sorted(set(failures) - set(FAULT_KINDS))
         if unknown or not failures:
@@ -84,6 +89,10 @@ class FaultProxy:
         self.failures = tuple(failures)
         self.latency = latency
         """Seconds every request waits before it is forwarded (may be changed at any time)."""
+        if throttle_above is not None and throttle_above < 1:
+            raise ValueError(f"throttle_above must be at least 1 (or None), got {throttle_above}")
+        self.throttle_above = throttle_above
+        """Requests in flight beyond which new ones get 503 SlowDown (None: never; may be changed at any time)."""
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._session: ClientSession | None = None
@@ -105,6 +114,7 @@ class FaultProxy:
             self.requests_by_method: collections.Counter[str] = collections.Counter()
             self.requests_by_path: collections.Counter[str] = collections.Counter()
             self.faults: collections.Counter[str] = collections.Counter()
+            self.throttled = 0
             self.response_bytes = 0
             self._client_connections: set[Any] = set()  # the transports requests arrived on
             self.in_flight = getattr(self, "in_flight", 0)
@@ -118,6 +128,7 @@ class FaultProxy:
                 "requests_by_method": dict(self.requests_by_method),
                 "requests_by_path": dict(self.requests_by_path),
                 "faults": dict(self.faults),
+                "throttled": self.throttled,
                 "response_bytes": self.response_bytes,
                 "connections": len(self._client_connections),
                 "in_flight": self.in_flight,
@@ -132,6 +143,9 @@ class FaultProxy:
             self._client_connections.add(request.transport)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.throttle_above is not None and self.in_flight > self.throttle_above:
+                self.throttled += 1
+                return "throttle"
             if self.failure_rate and self._random.random() < self.failure_rate:
                 fault = self._random.choice(self.failures)
                 self.faults[fault] += 1
@@ -173,9 +187,9 @@ class FaultProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         fault = self._arrive(request)
         try:
-            if self.latency:
+            if self.latency and fault != "throttle":  # a throttling server answers at once
                 await asyncio.sleep(self.latency)
-            if fault == "503":
+            if fault == "503" or fault == "throttle":
                 return web.Response(status=503, body=_SLOW_DOWN, content_type="application/xml")
             if fault == "500":
                 return web.Response(status=500, body=_INTERNAL_ERROR, content_type="application/xml")
