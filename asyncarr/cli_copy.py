@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -51,6 +52,15 @@ def add_copy_command(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="count what would be copied; write nothing")
 
 
+def _screen() -> dict[str, Any]:
+    """Follow the terminal's size; one that reports none (a bare pty) gets 80x24: tqdm would draw nothing on 0 rows."""
+    try:
+        columns, lines = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        columns = lines = 0
+    return {**({"dynamic_ncols": True} if columns > 0 else {"ncols": 80}), **({} if lines > 0 else {"nrows": 24})}
+
+
 class ProgressBar:
     """The engine's ``progress(done, total)`` callback drawing a tqdm bar of chunks on stderr."""
 
@@ -69,7 +79,7 @@ class ProgressBar:
                 total=total,
                 unit="chunk",
                 file=sys.stderr,
-                dynamic_ncols=True,
+                **_screen(),
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} chunks [{elapsed}<{remaining}, {rate_fmt}]",
             )
         elif total != self._bar.total:

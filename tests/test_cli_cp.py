@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ import pytest
 import zarr
 from emulators import s3
 from emulators.http import serve_directory
-from test_cli import assert_one_error_line, run_cli
+from test_cli import EXECUTABLE, assert_one_error_line, run_cli
 
 import asyncarr
 import asyncarr.sync as za
@@ -244,3 +248,31 @@ def test_every_flag_reaches_the_engine_as_its_keyword(monkeypatch: pytest.Monkey
     assert (seen["if_exists"], seen["verify"], seen["dry_run"], seen["concurrency"]) == (None, False, False, None)
     assert (seen["source_storage_options"], seen["dest_storage_options"]) == (None, None)
     assert capsys.readouterr().out == "copied 2 chunks (40 bytes), skipped 3 already at the destination, in 0.2 s\n"
+
+
+def test_the_progress_bar_is_on_by_default_when_stderr_is_a_terminal(source: dict[str, Any], tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    try:
+        command = [str(EXECUTABLE)] if EXECUTABLE.exists() else [sys.executable, "-m", "asyncarr"]
+        child = subprocess.run(
+            [*command, "cp", source["url"], str(tmp_path / "dest.zarr")],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            timeout=120,
+        )
+        os.close(terminal)
+        drawn = b""
+        while True:
+            try:
+                piece = os.read(controller, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and everything was read
+                break
+            if not piece:
+                break
+            drawn += piece
+    finally:
+        os.close(controller)
+    assert child.returncode == 0
+    total = source["nchunks"]
+    frames = [frame.strip() for frame in re.split(r"[\r\n]", drawn.decode(errors="replace")) if frame.strip()]
+    assert frames and f"{total}/{total}" in frames[-1], drawn
