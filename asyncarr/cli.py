@@ -28,8 +28,10 @@ from .cli_output import (
     error_line,
     metrics_table,
     parse_storage_options,
+    redact_url,
     secrets_of,
     tree_of,
+    url_secrets,
 )
 
 __all__ = ["main", "parse_selection"]
@@ -41,6 +43,7 @@ _LOOKS_LIKE_A_SELECTION = re.compile(r"-[0-9.:,]")
 #: argparse takes a token that does not start with ``-`` for a positional; this mark (never in a real argv, where
 #: arguments are C strings) is removed after parsing.
 _MARK = "\x00"
+_ASSIGNMENT = re.compile(r"([A-Za-z_][\w.-]*)=[^\s']+")
 _POSITIONALS = ("url", "selection", "src", "dst", "directory")
 
 
@@ -184,13 +187,14 @@ def _run_get(args: argparse.Namespace) -> int:
 
 def _run_consolidate(args: argparse.Namespace) -> int:
     group = za.consolidate_metadata(args.url, path=args.path, storage_options=parse_storage_options(args.option))
-    document = {"consolidated": args.url, "path": args.path or ""}
+    document = {"consolidated": redact_url(args.url), "path": args.path or ""}
     _emit(args, document, f"consolidated metadata written for {_where(args)}", group)
     return 0
 
 
 def _where(args: argparse.Namespace) -> str:
-    return f"{args.url} (path {args.path!r})" if args.path else args.url
+    url = redact_url(args.url)
+    return f"{url} (path {args.path!r})" if args.path else url
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -211,7 +215,8 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """Print the usage mistake as one line and exit with status 2."""
-        message = message.replace(_MARK, "")
+        # A word like secret=... is a storage option that lost its -o: never echo its value.
+        message = _ASSIGNMENT.sub(r"\1=***", message.replace(_MARK, ""))
         self.exit(2, f"asyncarr: {message} (see '{self.prog} --help')\n")
 
 
@@ -338,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     secrets: list[str] = []
     try:
         args = _parse(argv)
-        secrets = secrets_of(*_raw_option_values(args))
+        urls = [getattr(args, name, None) for name in ("url", "src", "dst")]
+        secrets = secrets_of(*_raw_option_values(args)) + [part for url in urls if url for part in url_secrets(url)]
         with _logging_to_stderr(args), warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return _COMMANDS[args.command](args)

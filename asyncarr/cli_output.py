@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,8 +22,10 @@ __all__ = [
     "json_safe",
     "metrics_table",
     "parse_storage_options",
+    "redact_url",
     "secrets_of",
     "tree_of",
+    "url_secrets",
 ]
 
 #: Storage options whose values are never secret, so an error message may show them.
@@ -74,6 +77,24 @@ def secrets_of(*option_sets: Mapping[str, Any]) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+def url_secrets(url: str) -> list[str]:
+    """The parts of a URL an error message must not show: a password, query values (an Azure SAS token)."""
+    parts = urllib.parse.urlsplit(url)
+    found = [parts.password] if parts.password else []
+    found += [value for _, value in urllib.parse.parse_qsl(parts.query) if len(value) >= 4]
+    return found
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password and query string, fit for a message."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.scheme or not (parts.password or parts.query):
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = f"{parts.username}@" if parts.username else ""
+    return urllib.parse.urlunsplit((parts.scheme, user + host, parts.path, "", ""))
+
+
 def error_line(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     """``asyncarr: <message>``: one line naming what went wrong and, where it helps, what to do."""
     if isinstance(exc, KeyboardInterrupt):
@@ -95,7 +116,10 @@ def error_line(exc: BaseException, secrets: Iterable[str] = ()) -> str:
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with NumPy scalars and arrays as Python values and non-finite floats as Zarr's strings."""
+    """``value`` as JSON values: NumPy's as Python's, non-finite floats as Zarr's strings, datetimes in ISO 8601,
+    bytes as text of one character per byte (latin-1)."""
+    if isinstance(value, np.ndarray | np.datetime64) and value.dtype.kind == "M":
+        return json_safe(np.datetime_as_string(value))  # ISO 8601, NaT as "NaT"
     if isinstance(value, np.ndarray):
         return json_safe(value.tolist())
     if isinstance(value, np.generic):

@@ -240,6 +240,7 @@ USER_ERRORS = {
     "an -o without =": (["info", "{url}", "-o", SECRET], "KEY=VALUE"),
     "an option the store does not take": (["info", "{url}", "-o", "colour=blue"], "colour"),
     "a corrupt zarr.json": (["info", "{tmp}/corrupt.zarr"], "zarr.json"),
+    "a token in the URL's query": (["info", "{tmp}/missing.zarr?sig=" + SECRET], "sig=***"),
 }
 
 
@@ -284,12 +285,14 @@ def test_a_read_only_store_is_one_line(written: dict[str, Any]) -> None:
         ["cp", "only-a-source"],
         ["info", "x", "--no-such-flag"],
         ["cp", "a", "b", "--concurrency", "0"],
+        ["info", "s3://bucket/x", f"secret={SECRET}"],  # a storage option that lost its -o
     ],
-    ids=" ".join,
+    ids=lambda words: " ".join(words).replace(SECRET, "SECRET"),
 )
 def test_a_usage_error_is_one_line_with_status_2(words: list[str]) -> None:
     line = assert_one_error_line(run_cli(*words), status=2)
     assert "--help" in line
+    assert SECRET not in line
 
 
 def test_debug_adds_the_traceback_before_the_line(tmp_path: Path) -> None:
@@ -403,3 +406,11 @@ def test_verbose_logs_each_retry_before_the_error_line() -> None:
     *logs, last = result.stderr.splitlines()
     assert last.startswith("asyncarr: s3://bucket/x.zarr")
     assert logs and all(" INFO asyncarr" in line and "s3://bucket/x.zarr" in line for line in logs), result.stderr
+
+
+def test_get_json_writes_datetimes_in_iso_8601_and_bytes_as_text(tmp_path: Path) -> None:
+    times = np.array(["2020-01-01T06:00", "NaT"], dtype="M8[m]")
+    za.save(str(tmp_path / "t.zarr"), times)
+    za.save(str(tmp_path / "b.zarr"), np.array([b"ab", b"\xff"], dtype="S2"))
+    printed = [json.loads(run_cli("get", tmp_path / name, "--json").stdout)["data"] for name in ("t.zarr", "b.zarr")]
+    assert printed == [["2020-01-01T06:00", "NaT"], ["ab", "\u00ff"]]
