@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
 import signal
 import socket
@@ -67,10 +68,11 @@ def test_tree_info_and_consolidate_on_a_group(tmp_path, capsys):
 EXECUTABLE = Path(sys.executable).with_name("asyncarr")
 
 
-def run_cli(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: object, timeout: float = 120, **environment: str) -> subprocess.CompletedProcess[str]:
     """Run the installed ``asyncarr`` (``python -m asyncarr`` where no script is installed) in a subprocess."""
     command = [str(EXECUTABLE)] if EXECUTABLE.exists() else [sys.executable, "-m", "asyncarr"]
-    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    env = {**os.environ, **environment}
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def assert_one_error_line(result: subprocess.CompletedProcess[str], status: int = 1) -> str:
@@ -414,3 +416,17 @@ def test_get_json_writes_datetimes_in_iso_8601_and_bytes_as_text(tmp_path: Path)
     za.save(str(tmp_path / "b.zarr"), np.array([b"ab", b"\xff"], dtype="S2"))
     printed = [json.loads(run_cli("get", tmp_path / name, "--json").stdout)["data"] for name in ("t.zarr", "b.zarr")]
     assert printed == [["2020-01-01T06:00", "NaT"], ["ab", "\u00ff"]]
+
+
+def test_info_json_gives_null_sizes_where_a_store_cannot_list_and_probing_is_over_budget(
+    written: dict[str, Any],
+) -> None:
+    url = serve_directory(written["url"]) + "/grid"
+    local = json.loads(run_cli("info", written["url"], "--path", "grid", "--json").stdout)
+    probed = json.loads(run_cli("info", url, "--json").stdout)
+    assert (probed["nbytes_stored"], probed["nchunks_initialized"]) == (local["nbytes_stored"], 6)
+    unknown = run_cli("info", url, "--json", ASYNCARR_MAX_PROBED_CHUNKS="1")
+    assert unknown.returncode == 0, unknown.stderr
+    described = json.loads(unknown.stdout)
+    assert (described["nbytes_stored"], described["nchunks_initialized"]) == (None, None)
+    assert described["shape"] == [12, 10] and described["name"] == "/"
