@@ -155,3 +155,30 @@ def test_throttling_cuts_requests_in_flight_so_few_answers_are_throttled_compare
     assert adaptive_metrics.concurrency_limit_min is not None and adaptive_metrics.concurrency_limit_min <= 8
     assert adaptive_metrics.concurrency_limit is not None and adaptive_metrics.concurrency_limit < 64
     assert fixed_metrics.concurrency_limit == fixed_metrics.concurrency_limit_min == 64
+
+
+def test_drivers_classify_throttling_answers_apart_from_other_server_errors() -> None:
+    from azure.core.exceptions import HttpResponseError
+    from gcsfs.retry import HttpError
+
+    from asyncarr.stores import azure, gcs, http, s3_errors
+    from asyncarr.stores.retry import Failure
+
+    s3 = s3_errors.S3ResponseError
+    assert s3_errors.classify(s3(503, "SlowDown", "Please reduce your request rate.", "b")) is Failure.THROTTLED
+    assert s3_errors.classify(s3(429, "429", "", "b")) is Failure.THROTTLED
+    assert s3_errors.classify(s3(503, "ServiceUnavailable", "", "b")) is Failure.TRANSIENT
+    assert s3_errors.classify(s3(500, "InternalError", "", "b")) is Failure.TRANSIENT
+    assert http._classify(http._HTTPStatusError(429, "Too Many Requests")) is Failure.THROTTLED
+    assert http._classify(http._HTTPStatusError(503, "Service Unavailable")) is Failure.TRANSIENT
+    assert gcs._classify(HttpError({"code": 429, "message": "rate limit"})) is Failure.THROTTLED
+    assert gcs._classify(HttpError({"code": 503, "message": "backend"})) is Failure.TRANSIENT
+
+    def azure_error(status: int, code: str) -> HttpResponseError:
+        error = HttpResponseError(message=code)
+        error.status_code, error.error_code = status, code
+        return error
+
+    assert azure._failure(azure_error(503, "ServerBusy"), False) is Failure.THROTTLED
+    assert azure._failure(azure_error(429, "TooManyRequests"), False) is Failure.THROTTLED
+    assert azure._failure(azure_error(500, "InternalError"), False) is Failure.TRANSIENT

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import aiohttp
 import pytest
 
 from asyncarr import config
@@ -228,3 +230,36 @@ def test_a_deadline_shorter_than_one_attempt_cuts_that_attempt(silent_server: Si
         asyncio.run(read())
     assert "after 1 attempt;" in str(caught.value)
     assert store.metrics().total_requests == 1 == silent_server.connections
+
+
+# -- how each driver classifies failures --------------------------------------------------------
+
+
+def _dns_failure() -> aiohttp.ClientConnectorDNSError:
+    key = SimpleNamespace(host="bucket.invalid", port=443, ssl=True)
+    return aiohttp.ClientConnectorDNSError(key, socket.gaierror(socket.EAI_NONAME, "Name or service not known"))  # type: ignore[arg-type]
+
+
+def _refused() -> aiohttp.ClientConnectorError:
+    key = SimpleNamespace(host="127.0.0.1", port=9, ssl=True)
+    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
+
+
+def test_every_driver_classifies_refused_connections_dns_failures_and_connect_timeouts_as_connect_failures() -> None:
+    from azure.core.exceptions import ServiceRequestError
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+
+    from asyncarr.stores import azure, gcs, http, s3_errors
+    from asyncarr.stores.retry import Failure
+
+    failures = [_dns_failure(), _refused(), aiohttp.ConnectionTimeoutError("connect timed out")]
+    for exc in failures:
+        assert s3_errors.classify(exc) is Failure.CONNECT
+        assert http._classify(exc) is Failure.CONNECT
+        assert gcs._classify(exc) is Failure.CONNECT
+        assert azure._failure(ServiceRequestError(exc, error=exc), False) is Failure.CONNECT
+    assert s3_errors.classify(EndpointConnectionError(endpoint_url="http://x", error=_refused())) is Failure.CONNECT
+    assert s3_errors.classify(ConnectTimeoutError(endpoint_url="http://x")) is Failure.CONNECT
+    # A dropped connection or a read timeout is an ordinary transient failure, retried config.retries times.
+    assert http._classify(aiohttp.ServerDisconnectedError()) is Failure.TRANSIENT
+    assert s3_errors.classify(aiohttp.ServerDisconnectedError()) is Failure.TRANSIENT
