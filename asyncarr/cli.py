@@ -341,22 +341,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     before_dashes = argv[: argv.index("--")] if "--" in argv else argv
     debug = "--debug" in before_dashes
     secrets: list[str] = []
+    command = None
     try:
         args = _parse(argv)
+        command = args.command
         urls = [getattr(args, name, None) for name in ("url", "src", "dst")]
         secrets = secrets_of(*_raw_option_values(args)) + [part for url in urls if url for part in url_secrets(url)]
         with _logging_to_stderr(args), warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return _COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:
-        _report(exc, secrets, debug)
+        _report(exc, secrets, debug, command)
         return 130
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as a Unix tool killed by SIGPIPE does.
         _silence_stdout()
         return 141
     except Exception as exc:
-        _report(exc, secrets, debug)
+        _report(exc, secrets, debug, command)
         return 1
 
 
@@ -365,10 +367,10 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__
     print(f"asyncarr: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-def _report(exc: BaseException, secrets: Sequence[str], debug: bool) -> None:
+def _report(exc: BaseException, secrets: Sequence[str], debug: bool, command: str | None) -> None:
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
-    print(error_line(exc, secrets), file=sys.stderr, flush=True)
+    print(error_line(exc, secrets, command), file=sys.stderr, flush=True)
 
 
 def _silence_stdout() -> None:

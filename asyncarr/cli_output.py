@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -95,7 +96,15 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, user + host, parts.path, "", ""))
 
 
-def error_line(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+_API_OPTION = re.compile(r"""storage_options=\{["'](\w+)["']: (True|False|["'](\w+)["'])\}""")
+
+
+def _as_flag(match: re.Match[str], copying: bool) -> str:
+    value = match[3] if match[3] is not None else match[2].lower()
+    return f"-o {match[1]}={value}" + (" (-O for the destination)" if copying else "")
+
+
+def error_line(exc: BaseException, secrets: Iterable[str] = (), command: str | None = None) -> str:
     """``asyncarr: <message>``: one line naming what went wrong and, where it helps, what to do."""
     if isinstance(exc, KeyboardInterrupt):
         return "asyncarr: interrupted"
@@ -110,6 +119,8 @@ def error_line(exc: BaseException, secrets: Iterable[str] = ()) -> str:
         message += " (install the extra for this store, e.g. pip install 'asyncarr[s3]')"
     elif not isinstance(exc, AsyncarrError | OSError | ValueError | LookupError | TypeError):
         message = f"internal error: {type(exc).__name__}: {message} (run again with --debug for the traceback)"
+    # The stores' hints speak Python (storage_options={"anon": True}); on the command line that is -o anon=true.
+    message = _API_OPTION.sub(lambda match: _as_flag(match, command == "cp"), message)
     for secret in secrets:
         message = message.replace(secret, "***")
     return f"asyncarr: {message}"

@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from emulators import s3
 from emulators.http import serve_directory
 from numcodecs import Delta, Zstd
 
 import asyncarr.sync as za
 from asyncarr.cli import main, parse_selection
-from asyncarr.cli_output import parse_storage_options
+from asyncarr.cli_output import error_line, parse_storage_options
+from asyncarr.errors import AccessDeniedError
 
 
 def test_demo_writes_a_hierarchy_that_reads_back_equal(tmp_path, capsys):
@@ -430,3 +432,19 @@ def test_info_json_gives_null_sizes_where_a_store_cannot_list_and_probing_is_ove
     described = json.loads(unknown.stdout)
     assert (described["nbytes_stored"], described["nchunks_initialized"]) == (None, None)
     assert described["shape"] == [12, 10] and described["name"] == "/"
+
+
+def test_access_denied_is_one_line_with_the_hint_as_a_flag_and_no_credential() -> None:
+    server = s3.authenticating_moto()
+    url = f"s3://{server.new_bucket()}/x.zarr"
+    options = [f"endpoint_url={server.endpoint}", "key=AKIDWRONG", f"secret={SECRET}", f"region={s3.REGION}"]
+    line = assert_one_error_line(run_cli("info", url, *(word for option in options for word in ("-o", option))))
+    assert line.startswith(f"asyncarr: {url}/zarr.json: access denied")
+    assert line.endswith("pass -o anon=true.")  # the store's storage_options={"anon": True}, as a flag
+    assert SECRET not in line
+
+
+def test_python_spelled_hints_become_flags() -> None:
+    denied = AccessDeniedError('gs://b/x: denied. For public data pass storage_options={"token": "anon"}.')
+    assert error_line(denied, command="cp").endswith("pass -o token=anon (-O for the destination).")
+    assert error_line(denied).endswith("pass -o token=anon.")
