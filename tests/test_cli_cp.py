@@ -276,3 +276,12 @@ def test_the_progress_bar_is_on_by_default_when_stderr_is_a_terminal(source: dic
     total = source["nchunks"]
     frames = [frame.strip() for frame in re.split(r"[\r\n]", drawn.decode(errors="replace")) if frame.strip()]
     assert frames and f"{total}/{total}" in frames[-1], drawn
+
+
+def test_through_a_zip_file_and_back(source: dict[str, Any], tmp_path: Path) -> None:
+    zipped = tmp_path / "archive.zip"
+    assert summary(run_cli("cp", source["url"], zipped, "--json"))["chunks_copied"] == source["nchunks"]
+    back = tmp_path / "back.zarr"
+    assert summary(run_cli("cp", zipped, back, "--json"))["chunks_copied"] == source["nchunks"]
+    assert chunk_files(back) == chunk_files(source["path"])
+    assert_same_hierarchy(back, source)
