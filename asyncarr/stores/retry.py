@@ -41,6 +41,8 @@ BASE_DELAY = 0.05
 """Seconds before the first retry; doubled each attempt (before jitter)."""
 MAX_DELAY = 5.0
 """No single wait between attempts is longer than this."""
+MIN_ATTEMPT = 0.1
+"""Seconds an attempt gets at least: none starts closer than this to the request deadline."""
 _READS = frozenset({"get", "get_range"})
 
 
@@ -191,7 +193,7 @@ async def call_with_retries(
             raise StoreError(f"{url}: {action} failed{tries}: {_describe(cause, attempt_timeout)}") from cause
         attempt += 1
         delay = backoff_delay(attempt)
-        if loop.time() + delay >= deadline:
+        if loop.time() + delay + min(MIN_ATTEMPT, settings.timeout) >= deadline:  # no time left for an answer
             _count_failure(metrics)
             raise StoreError(_deadline_message(url, action, settings.request_deadline, attempt, cause)) from cause
         if metrics is not None:
