@@ -10,12 +10,15 @@ call of the store interface. Latencies go into a fixed log-scale histogram per o
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
+
+import numpy as np
 
 __all__ = ["OPERATIONS", "LatencyHistogram", "LatencySummary", "MetricsRecorder", "StoreMetrics"]
 
@@ -29,6 +32,10 @@ _SUBBUCKETS = 8  # per power of two: a bucket spans at most 1/8 of its lower bou
 _MIN_EXPONENT = -20  # 2**-20 s, about 1 microsecond: faster requests share the first bucket
 _BUCKETS = (20 + 13) * _SUBBUCKETS  # up to 2**12 s, about 68 minutes; slower ones share the last
 _FASTEST, _SLOWEST = 2.0**_MIN_EXPONENT, 2.0**12
+_INDEX_OFFSET = -_SUBBUCKETS - _MIN_EXPONENT * _SUBBUCKETS
+"""Makes ``(exponent << 3) + int(mantissa * 16)`` the bucket ``(exponent - _MIN_EXPONENT) * 8 + sub-bucket``."""
+_FOLD_AT = 4096
+"""Durations a thread keeps before sorting them into buckets (32 KiB per thread and operation at most)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +110,11 @@ class LatencyHistogram:
         """Add ``other``'s counts to these."""
         self._add(other._counts, other.count, other.total, other.max)
 
-    def add_counts(self, stats: _OpStats) -> None:
-        """Add one thread's counts of one operation."""
-        buckets = list(stats.buckets)
-        self._add(buckets, sum(buckets), stats.total, stats.max)
+    def add_counts(self, counts: Sequence[int], total: float, longest: float) -> None:
+        """Add requests already sorted into buckets (``counts``), which took ``total`` seconds, at most ``longest``."""
+        self._add(counts, int(sum(counts)), total, longest)
 
-    def _add(self, counts: list[int], count: int, total: float, longest: float) -> None:
+    def _add(self, counts: Sequence[int], count: int, total: float, longest: float) -> None:
         for index, n in enumerate(list(counts)):
             if n:
                 self._counts[index] += n
@@ -171,17 +177,55 @@ class StoreMetrics:
 
 
 class _OpStats:
-    """One operation's counts as recorded by one thread (only that thread writes them: no lock needed)."""
+    """One operation's counts as recorded by one thread.
 
-    __slots__ = ("buckets", "failed", "max", "read", "total", "written")
+    Only the owning thread appends (no lock on the hot path): a request's duration goes into
+    ``pending`` and is sorted into ``buckets`` with NumPy a few thousand at a time; ``fold_lock``
+    keeps that sorting and a snapshot from another thread from seeing a value twice or not at all.
+    """
+
+    __slots__ = ("buckets", "count", "failed", "fold_lock", "max", "pending", "read", "total", "written")
 
     def __init__(self) -> None:
-        self.buckets = [0] * _BUCKETS  # the request count is their sum
+        self.pending = array.array("d")  # durations not yet in buckets: at most _FOLD_AT of them
+        self.buckets = np.zeros(_BUCKETS, dtype=np.int64)
+        self.count = 0  # requests in buckets
         self.total = 0.0
         self.max = 0.0
         self.read = 0
         self.written = 0
         self.failed = 0
+        self.fold_lock = threading.Lock()
+
+    def fold(self) -> None:
+        """Sort the pending durations into buckets (called by the owning thread)."""
+        with self.fold_lock:
+            values = np.array(self.pending, dtype=np.float64)
+            del self.pending[:]
+            self.buckets += _bucket_counts(values)
+            self.count += len(values)
+            self.total += float(values.sum())
+            self.max = max(self.max, float(values.max(initial=0.0)))
+
+    def histogram(self) -> LatencyHistogram:
+        """Everything recorded so far, as a histogram (safe from any thread)."""
+        with self.fold_lock:
+            values = np.array(self.pending[:], dtype=np.float64)  # a copy: the owner may append meanwhile
+            buckets, total, longest = self.buckets.copy(), self.total, self.max
+        histogram = LatencyHistogram()
+        histogram.add_counts(
+            buckets + _bucket_counts(values), total + float(values.sum()), max(longest, float(values.max(initial=0.0)))
+        )
+        return histogram
+
+
+def _bucket_counts(values: np.ndarray) -> np.ndarray:
+    """How many of ``values`` (seconds) fall in each latency bucket."""
+    mantissas, exponents = np.frexp(values)
+    index = (exponents.astype(np.int64) << 3) + (mantissas * 16.0).astype(np.int64) + _INDEX_OFFSET
+    index[values < _FASTEST] = 0
+    index[values >= _SLOWEST] = _BUCKETS - 1
+    return np.bincount(index, minlength=_BUCKETS)
 
 
 class MetricsRecorder:
@@ -215,14 +259,10 @@ class MetricsRecorder:
             stats = self._shards[_get_ident()][op]
         except KeyError:
             stats = self._new_stats(op)
-        if _FASTEST <= seconds < _SLOWEST:
-            mantissa, exponent = _frexp(seconds)  # the bucket: exponent and the mantissa's top 3 bits
-            stats.buckets[(exponent << 3) + int(mantissa * 16.0) + _INDEX_OFFSET] += 1
-        else:
-            stats.buckets[0 if seconds < _FASTEST else _BUCKETS - 1] += 1
-        stats.total += seconds
-        if seconds > stats.max:
-            stats.max = seconds
+        pending = stats.pending
+        pending.append(seconds)
+        if len(pending) >= _FOLD_AT:
+            stats.fold()
         if read:
             stats.read += read
         if written:
@@ -272,7 +312,7 @@ class MetricsRecorder:
         bytes_read = bytes_written = 0
         for shard in shards:
             for op, stats in list(shard.items()):
-                histograms.setdefault(op, LatencyHistogram()).add_counts(stats)
+                histograms.setdefault(op, LatencyHistogram()).merge(stats.histogram())
                 bytes_read += stats.read
                 bytes_written += stats.written
                 failures += stats.failed
@@ -289,6 +329,3 @@ class MetricsRecorder:
 
 
 _get_ident = threading.get_ident
-_frexp = math.frexp
-_INDEX_OFFSET = -_SUBBUCKETS - _MIN_EXPONENT * _SUBBUCKETS
-"""Makes ``(exponent << 3) + int(mantissa * 16)`` the bucket ``(exponent - _MIN_EXPONENT) * 8 + sub-bucket``."""
