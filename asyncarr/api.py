@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .array import AsyncArray
+from .chunk_cache import forget_node
 from .copy import copy, copy_all, copy_store, creation_keywords  # noqa: F401 - public: in PUBLIC_FUNCTIONS
 from .creation import array_config_write_empty_chunks, build_array_metadata, zarr3_creation_arguments
 from .errors import (
@@ -114,6 +115,7 @@ async def _clear_for_create(store: Store, path: str, mode: str, zarr_format: int
         )
         raise error(f"{store.key_url(path) or store.location}: {what} already exists (mode 'w-' never overwrites)")
     await store.delete_prefix(path)
+    forget_node(store.location, path)
 
 
 async def open_array(

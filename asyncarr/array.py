@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from . import config
+from .chunk_cache import active_cache
 from .chunk_io import ChunkIO
 from .codecs.executor import run_in_codec_pool
 from .codecs.pipeline import CodecPipeline
@@ -23,6 +24,7 @@ from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_fo
 from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
+from .metadata._json import canonical_json
 from .metadata.dtypes import pop_fields, select_fields
 from .nodes import (
     PickledByConfiguration,
@@ -542,7 +544,18 @@ class AsyncArray(PickledByConfiguration):
             fill=self._fill_scalar(),
             synchronizer=self._synchronizer,
             write_empty_chunks=self._write_empty_chunks,
+            cache_token=self._cache_token() if active_cache() is not None else "",
         )
+
+    def _cache_token(self) -> str:
+        """What decoding this array's chunks depends on (all of the metadata but shape and attributes),
+        as the decoded-chunk cache's key: handles on one array share entries, a recreated array never
+        sees another's. Kept until the metadata object changes."""
+        memo = self.__dict__.get("_cache_token_memo")
+        if memo is None or memo[0] is not self._metadata:
+            document = {k: v for k, v in self._metadata.to_json().items() if k not in ("shape", "attributes")}
+            memo = self.__dict__["_cache_token_memo"] = (self._metadata, canonical_json(document))
+        return memo[1]
 
     async def _read_into(self, indexer: Any, out: np.ndarray) -> None:
         await self._chunk_io().read_into(indexer, out)
@@ -680,7 +693,12 @@ class AsyncArray(PickledByConfiguration):
         await self._clear_cut_chunks(stored, old_shape, new_shape, new_grid, cut_axes)
         await self._replace_metadata(self._metadata.with_shape(new_shape))
         outside = [key for coords, key in stored if any(c >= g for c, g in zip(coords, new_grid, strict=True))]
-        await self._store.delete_many(outside)
+        chunk_io = self._chunk_io()
+        chunk_io.forget_cached(outside)
+        try:
+            await self._store.delete_many(outside)
+        finally:
+            chunk_io.forget_cached(outside)
 
     async def _clear_cut_chunks(
         self,

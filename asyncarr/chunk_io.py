@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import config
+from .chunk_cache import ABSENT, ChunkCache, active_cache
 from .codecs.executor import blosc_uses_own_threads, codec_executor, codec_thread_count, run_in_codec_pool
 from .codecs.pipeline import CodecPipeline, naming_url
 from .codecs.sharding import inner_chunks_written_when_empty
@@ -65,6 +66,8 @@ class ChunkIO:
     synchronizer: Any = None
     #: The array handle's ``write_empty_chunks``; None follows ``config.write_empty_chunks``.
     write_empty_chunks: bool | None = None
+    #: The array's metadata fingerprint for the decoded-chunk cache (what decoding depends on).
+    cache_token: str = ""
 
     def write_empty(self) -> bool:
         """Whether chunks equal to the fill value are stored: the handle's setting, else the config's."""
@@ -76,6 +79,10 @@ class ChunkIO:
 
     async def read_into(self, indexer: Any, out: np.ndarray) -> None:
         """Fill ``out`` with the selection ``indexer`` describes."""
+        cache = self._cache()
+        if cache is not None:
+            await self._read_cached(cache, list(indexer), out)
+            return
         if not self.store.supports_sync_io:
             await self._read_async(indexer, indexer.nchunks, out)
             return
@@ -88,7 +95,7 @@ class ChunkIO:
     def serves_blocking(self, projections: Sequence[ChunkProjection]) -> bool:
         """Whether the blocking engine can read ``projections``: the store does blocking I/O and no
         projection takes part of a shard (those take ranged reads, on the async engine)."""
-        if not self.store.supports_sync_io:
+        if not self.store.supports_sync_io or self._cache() is not None:
             return False
         return partial_read_codec(self.pipeline) is None or all(p.is_complete_chunk for p in projections)
 
@@ -213,6 +220,52 @@ class ChunkIO:
         finally:
             await batcher.wait()
 
+    def _cache(self) -> ChunkCache | None:
+        """The decoded-chunk cache, when it is on and serves this array (whole chunks, not parts of shards)."""
+        cache = active_cache()
+        if cache is None or not self.cache_token or partial_read_codec(self.pipeline) is not None:
+            return None
+        return cache
+
+    async def _read_cached(self, cache: ChunkCache, projections: list[ChunkProjection], out: np.ndarray) -> None:
+        """Read through the decoded-chunk cache: hits copied out at once, misses fetched, decoded whole and kept."""
+        store, location, token = self.store, self.store.location, self.cache_token
+        misses: list[tuple[ChunkProjection, str]] = []
+        for projection in projections:
+            key = self.chunk_key(projection.chunk_coords)
+            chunk = cache.get(location, key, token)
+            if chunk is None:
+                misses.append((projection, key))
+            else:
+                self._copy_out(chunk, projection, out)
+        if not misses:
+            return
+        epoch = cache.epoch(location)
+        limiter = store.limiter
+
+        async def fetch(miss: tuple[ChunkProjection, str]) -> None:
+            projection, key = miss
+            async with limiter:
+                data = await store.get(key)
+            chunk = (
+                ABSENT
+                if data is None
+                else await run_in_codec_pool(self.pipeline.decode, data, self.grid, store.key_url(key))
+            )
+            cache.put(location, key, token, chunk, epoch)
+            self._copy_out(chunk, projection, out)
+
+        await for_each_concurrently(misses, fetch, min(config.get("concurrency"), len(misses)))
+
+    def _copy_out(self, chunk: Any, projection: ChunkProjection, out: np.ndarray) -> None:
+        out[projection.out_selection] = self.fill if chunk is ABSENT else chunk[projection.chunk_selection]
+
+    def forget_cached(self, keys: Iterable[str]) -> None:
+        """Drop ``keys`` from the decoded-chunk cache (a write changes them; no-op while the cache is off)."""
+        cache = active_cache()
+        if cache is not None:
+            cache.forget(self.store.location, list(keys))
+
     # -- writing ------------------------------------------------------------------------------
 
     async def write(self, indexer: Any, value: np.ndarray | None, piece_of: PieceOf) -> None:
@@ -220,6 +273,16 @@ class ChunkIO:
         indexer's buffer), or, when ``value`` is None, from ``piece_of(projection)``."""
         limit = min(config.get("concurrency"), max(1, indexer.nchunks))
         self.forget_shared_decodes(indexer)
+        written = [self.chunk_key(p.chunk_coords) for p in indexer] if active_cache() is not None else []
+        # Dropped before the write and again after it: a read that fetched the old bytes meanwhile
+        # cannot put them back (the cache's epoch moved on), and one that began before is gone.
+        self.forget_cached(written)
+        try:
+            await self._write(indexer, value, piece_of, limit)
+        finally:
+            self.forget_cached(written)
+
+    async def _write(self, indexer: Any, value: np.ndarray | None, piece_of: PieceOf, limit: int) -> None:
         if indexer.nchunks > 1:
             await self._check_partial_chunks_decode(indexer, limit)
         fast = (
@@ -323,11 +386,15 @@ class ChunkIO:
 
     async def put_chunk(self, key: str, encoded: bytes | None) -> None:
         """Store an encoded chunk, or delete the key where the chunk became fill (``encoded`` None)."""
-        async with self.store.limiter:
-            if encoded is None:
-                await self.store.delete(key)
-            else:
-                await self.store.set(key, encoded)
+        self.forget_cached([key])
+        try:
+            async with self.store.limiter:
+                if encoded is None:
+                    await self.store.delete(key)
+                else:
+                    await self.store.set(key, encoded)
+        finally:
+            self.forget_cached([key])
 
     # -- chunk-level helpers -------------------------------------------------------------------------
 

@@ -56,9 +56,12 @@ class Settings:
     allow_pickle: bool = False
     """Build the ``pickle`` codec from metadata: unpickling runs code the data's author chose."""
     trusted_codecs: tuple[str, ...] = ()
+    """numcodecs ids beyond the built-in allowlist that metadata may build: codecs you registered and trust."""
     max_probed_chunks: int = 100_000
     """Most chunk keys probed one by one where a store cannot list (HTTP); past it, counting refuses."""
-    """numcodecs ids beyond the built-in allowlist that metadata may build: codecs you registered and trust."""
+    chunk_cache_bytes: int = 0
+    """Budget of the process's decoded-chunk cache, shared by every array and thread (0: off). Reads keep
+    whole decoded chunks, least recently used out; this process's writes invalidate what they change."""
     variable_chunk_max_bytes: int = 256 * 1024 * 1024
     """Most bytes a chunk may decompress to when its shape does not fix its size (variable-length
     strings and bytes, shards inside a compressor); a chunk that would inflate further is refused."""
@@ -84,6 +87,7 @@ _VALIDATORS = {
     "codec_batch_bytes": lambda v: isinstance(v, int) and v >= 1,
     "allow_pickle": lambda v: isinstance(v, bool),
     "max_probed_chunks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "chunk_cache_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "trusted_codecs": lambda v: isinstance(v, (tuple, list, frozenset)) and all(isinstance(i, str) for i in v),
     "variable_chunk_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
     "default_compressor": lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("id"), str)),

@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 
 from . import config
 from .array import AsyncArray
+from .chunk_cache import forget_node
 from .concurrency import for_each_concurrently
 from .errors import CopyError
 from .group import AsyncGroup, ensure_parent_groups, open_node
@@ -383,6 +384,7 @@ class _Copier:
         for store, path in self.clears:
             store._check_writable()
             await store.delete_prefix(path)
+            forget_node(store.location, path)
 
         async def transfer(task: _ChunkTask) -> None:
             copied = await self._transfer(task)
@@ -402,6 +404,7 @@ class _Copier:
         for write in self.node_writes:
             if write.stale_keys:
                 await write.dest_store.delete_many(write.stale_keys)
+            forget_node(write.dest_store.location, write.dest_path)  # its chunks were rewritten
         for write in self.node_writes:  # parents before children: planned in that order
             await write_documents(write.dest_store, write.dest_path, write.documents)
 

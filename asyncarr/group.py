@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import config
 from .array import AsyncArray, StorePath, store_and_path
+from .chunk_cache import forget_node
 from .concurrency import for_each_concurrently
 from .creation import array_config_write_empty_chunks, build_array_metadata
 from .errors import (
@@ -386,6 +387,7 @@ class AsyncGroup(PickledByConfiguration):
         if not await self.contains(name):
             raise NodeNotFoundError(describe_missing(self._store, path))
         await self._store.delete_prefix(path)
+        forget_node(self._store.location, path)
         if self._consolidated is not None:
             self._consolidated = {k: v for k, v in self._consolidated.items() if not _is_under(k, normalize_path(name))}
 
@@ -413,6 +415,7 @@ class AsyncGroup(PickledByConfiguration):
             await self._store.delete_prefix(dest_path)
             raise
         await self._store.delete_many(keys)
+        forget_node(self._store.location, source_path)
         self._consolidated = None  # the hierarchy changed: consolidated entries are stale
 
     async def _refuse_occupied(self, path: str) -> None:
@@ -436,6 +439,7 @@ class AsyncGroup(PickledByConfiguration):
         if any(value is not None for value in existing.values()):
             if overwrite:
                 await self._store.delete_prefix(path)
+                forget_node(self._store.location, path)
             else:
                 kind = node_kind(existing, self._store.key_url(path))  # unreadable: its MetadataError
                 if kind is not None:

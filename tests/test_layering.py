@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "asyncarr.errors",
             "asyncarr._version",
+            "asyncarr.chunk_cache",
             "asyncarr.config",
             "asyncarr.concurrency",
             "asyncarr.locks",
