@@ -7,12 +7,13 @@ import itertools
 import math
 import re
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from . import config
+from .block_iteration import iter_blocks
 from .chunk_cache import active_cache
 from .chunk_io import ChunkIO
 from .codecs.executor import run_in_codec_pool
@@ -481,6 +482,12 @@ class AsyncArray(PickledByConfiguration):
     async def get_block_selection(self, selection: Any) -> Any:
         """Read whole chunks by their grid indices (shards when sharded, as zarr-python does), edge ones truncated."""
         return block_result(await self.get_basic_selection(self.block_slices(selection)), self.dtype)
+
+    def iter_blocks(self, prefetch: int = 2) -> AsyncIterator[tuple[tuple[int, ...], np.ndarray]]:
+        """``async for index, block in a.iter_blocks(prefetch=2)``: every block (shards when sharded,
+        else chunks) in C order, edge blocks truncated; the next ``prefetch`` are read while the
+        caller works on the current one. ``index`` is the block's grid index (`block_slices` gives its region)."""
+        return iter_blocks(self, prefetch)
 
     async def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole chunks by their grid indices (shards when sharded); ``value`` broadcasts to their data."""

@@ -33,6 +33,21 @@ async def _collect(iterator: AsyncIterator[T]) -> list[T]:
     return [item async for item in iterator]
 
 
+def _blocking_iteration(iterator: AsyncIterator[T]) -> Iterator[T]:
+    """Drive an async iterator from the caller's thread: each step runs on the facade's loop, where
+    anything the iterator started (read-ahead) goes on while the caller works."""
+    try:
+        while True:
+            try:
+                yield _run(iterator.__anext__())
+            except StopAsyncIteration:
+                return
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            _run(aclose())
+
+
 class Attributes(MutableMapping[str, Any]):
     """User attributes of an array or group; assignments write through to the store."""
 
@@ -239,6 +254,11 @@ class Array:
     def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write a NumPy basic selection only."""
         _run(self.async_array.set_basic_selection(selection, value, fields=fields))
+
+    def iter_blocks(self, prefetch: int = 2) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+        """``for index, block in z.iter_blocks(prefetch=2)``: every block (shards when sharded, else
+        chunks) in C order; the next ``prefetch`` are read while the caller works on the current one."""
+        return _blocking_iteration(self.async_array.iter_blocks(prefetch))
 
     @property
     def blocks(self) -> BlockIndex:

@@ -39,22 +39,23 @@ class LatencyMixin:
         with self._counter_lock:
             self.in_flight -= 1
 
-    async def _slow(self, operation: Any) -> Any:
+    async def _slow(self, operation: Any, *args: Any) -> Any:
+        # The operation is called after the wait: a request cancelled while waiting never starts.
         self._enter()
         try:
             await asyncio.sleep(self.delay)
-            return await operation
+            return await operation(*args)
         finally:
             self._leave()
 
     async def get(self, key: str, byte_range: Any = None) -> bytes | None:
-        return await self._slow(super().get(key, byte_range))
+        return await self._slow(super().get, key, byte_range)
 
     async def set(self, key: str, value: bytes) -> None:
-        return await self._slow(super().set(key, value))
+        return await self._slow(super().set, key, value)
 
     async def delete(self, key: str) -> None:
-        return await self._slow(super().delete(key))
+        return await self._slow(super().delete, key)
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

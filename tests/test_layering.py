@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "arrays and groups",
         (
             "asyncarr.api",
+            "asyncarr.block_iteration",
             "asyncarr.copy",  # the engine of `asyncarr cp` and of za.copy: below the facade, which forwards to it
             "asyncarr.array",
             "asyncarr.group",
