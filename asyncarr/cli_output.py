@@ -230,18 +230,23 @@ def tree_of(group: za.Group) -> dict[str, Any]:
     return root
 
 
+def _scalar(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def _flatten(prefix: str, value: Any, rows: list[tuple[str, str]]) -> None:
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping) and prefix and not any(isinstance(item, Mapping) for item in value.values()):
+        rows.append((prefix, " ".join(f"{key}={_scalar(item)}" for key, item in value.items()) or "-"))
+    elif isinstance(value, Mapping):
         for key, item in value.items():
             _flatten(f"{prefix}.{key}" if prefix else str(key), item, rows)
-    elif isinstance(value, float):
-        rows.append((prefix, f"{value:.6g}"))
     else:
-        rows.append((prefix, str(value)))
+        rows.append((prefix, _scalar(value)))
 
 
 def metrics_table(metrics: Mapping[str, Any]) -> str:
-    """A metrics dict as aligned ``name  value`` lines, nested names joined with dots."""
+    """A metrics dict as aligned ``name  value`` lines: nested names joined with dots, a dict of numbers on one
+    line (``requests  get=3 list=1``)."""
     rows: list[tuple[str, str]] = []
     _flatten("", metrics, rows)
     if not rows:
