@@ -4,6 +4,7 @@ from .base import ByteRange, Store, validate_key
 from .local import LocalStore
 from .mapping import MappingStore
 from .memory import MemoryStore
+from .metrics import StoreMetrics
 from .url import STORE_SCHEMES, as_store, from_url
 from .zip import ZipStore
 
@@ -14,6 +15,7 @@ __all__ = [
     "MappingStore",
     "MemoryStore",
     "Store",
+    "StoreMetrics",
     "ZipStore",
     "as_store",
     "from_url",

@@ -60,7 +60,10 @@ def recorder_of(store: Any) -> MetricsRecorder:
     try:
         recorder = store.__dict__.get("_metrics_recorder")
     except AttributeError:  # a class with __slots__ only
-        recorder = _slotted_recorders.get(store)
+        try:
+            recorder = _slotted_recorders.get(store)
+        except TypeError:  # and no __weakref__ either: nowhere to keep counts, so none are kept
+            return MetricsRecorder()
     if recorder is None:
         with _recorders_lock:
             try:
