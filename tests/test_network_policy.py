@@ -263,3 +263,29 @@ def test_every_driver_classifies_refused_connections_dns_failures_and_connect_ti
     # A dropped connection or a read timeout is an ordinary transient failure, retried config.retries times.
     assert http._classify(aiohttp.ServerDisconnectedError()) is Failure.TRANSIENT
     assert s3_errors.classify(aiohttp.ServerDisconnectedError()) is Failure.TRANSIENT
+
+
+def test_the_connect_timeout_reaches_every_drivers_http_client() -> None:
+    from asyncarr.stores import http
+
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+
+    async def timeouts() -> dict[str, Any]:
+        s3 = S3Store("bucket", endpoint_url=endpoint, key="testing", secret="testing", region="us-east-1")
+        gcs = GCSStore("bucket", endpoint_url=endpoint, token="anon")
+        azure = AzureStore("container", account_url=endpoint + "/devstoreaccount1", anon=True)
+        web = HTTPStore(endpoint)
+        found = {
+            "s3 objects": (await s3._clients.get("http session", s3._open_session)).timeout.sock_connect,
+            "s3 listings": (await s3._clients.get("aiobotocore client", s3._open_client)).meta.config.connect_timeout,
+            "gcs": (await gcs._filesystem()).requests_timeout.sock_connect,
+            "azure": (await azure._client())._config.transport.connection_config.timeout,
+            "http": (await web._clients.get("session", http._open_session)).session.timeout.sock_connect,
+        }
+        for store in (s3, gcs, azure, web):
+            await store.close()
+        return found
+
+    with config.set(connect_timeout=2.5):
+        found = asyncio.run(timeouts())
+    assert found == dict.fromkeys(found, 2.5)
