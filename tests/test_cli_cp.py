@@ -285,3 +285,14 @@ def test_through_a_zip_file_and_back(source: dict[str, Any], tmp_path: Path) -> 
     assert summary(run_cli("cp", zipped, back, "--json"))["chunks_copied"] == source["nchunks"]
     assert chunk_files(back) == chunk_files(source["path"])
     assert_same_hierarchy(back, source)
+
+
+def test_from_an_http_server_once_consolidated(source: dict[str, Any], tmp_path: Path) -> None:
+    assert run_cli("consolidate", source["url"]).returncode == 0  # HTTP cannot list: the copy reads the index
+    url = serve_directory(source["path"])
+    dest = tmp_path / "dest.zarr"
+    assert summary(run_cli("cp", url, dest, "--json"))["chunks_copied"] == source["nchunks"]
+    assert chunk_files(dest) == chunk_files(source["path"])
+    assert_same_hierarchy(dest, source)
+    again = summary(run_cli("cp", url, dest, "--json"))
+    assert (again["chunks_copied"], again["chunks_skipped"]) == (0, source["nchunks"])
