@@ -139,7 +139,7 @@ def _limiter_fields(location: str) -> dict[str, int]:
     limiters = [limiter for limiter in found if limiter is not None]
     fields = {"concurrency_max": concurrency}
     if limiters:
-        busiest = max(limiters, key=lambda limiter: limiter._admitted)
+        busiest = max(limiters, key=lambda limiter: limiter.admitted)
         fields.update(concurrency_limit=busiest.limit, concurrency_limit_min=busiest.lowest)
     return fields
 

@@ -61,6 +61,11 @@ class AdaptiveLimiter:
         return self._lowest
 
     @property
+    def admitted(self) -> int:
+        """Requests let in so far (a retry that queued again after a throttling answer counts again)."""
+        return self._admitted
+
+    @property
     def in_flight(self) -> int:
         """Requests holding a slot now."""
         return self._in_flight
