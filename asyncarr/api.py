@@ -233,8 +233,9 @@ async def open(  # noqa: A001 - the documented name
     """Open whatever is there; create an array if ``shape`` is given, else a group."""
     mode = _check_mode(mode)
     resolved, path = _resolve(store, mode, storage_options, path)
-    if mode in ("r", "r+") or (mode == "a" and _node_exists(await read_documents(resolved, path, zarr_format))):
-        node = await open_node(resolved, path, read_only=(mode == "r"), zarr_format=zarr_format)
+    documents = await read_documents(resolved, path, zarr_format, consolidated=True) if mode != "w" else {}
+    if mode in ("r", "r+") or (mode == "a" and _node_exists(documents)):
+        node = await open_node(resolved, path, read_only=(mode == "r"), documents=documents)
         synchronizer = kwargs.get("synchronizer")
         write_empty_chunks = array_config_write_empty_chunks(kwargs.get("write_empty_chunks"), kwargs.get("config"))
         process_locks = isinstance(synchronizer, ProcessSynchronizer)

@@ -69,35 +69,38 @@ def _node_from_documents(
 
 
 async def open_node(
-    store: Store, path: str = "", *, read_only: bool = False, zarr_format: int | None = None
+    store: Store,
+    path: str = "",
+    *,
+    read_only: bool = False,
+    zarr_format: int | None = None,
+    documents: Mapping[str, bytes | None] | None = None,
 ) -> AsyncArray | AsyncGroup:
-    """Open whatever node is at ``path``: an AsyncArray or an AsyncGroup."""
+    """Open whatever node is at ``path``: an AsyncArray or an AsyncGroup (one round trip for the
+    documents, a v2 group's ``.zmetadata`` included; none when the caller fetched ``documents``
+    with ``read_documents(..., consolidated=True)``)."""
     path = normalize_path(path)
-    documents = await read_documents(store, path, zarr_format)
-    node = _node_from_documents(store, path, documents, read_only=read_only)
-    if isinstance(node, AsyncGroup) and node.zarr_format == 2:
-        node._consolidated = await _consolidated_v2_entries(store, path)
-    return node
+    if documents is None:
+        documents = await read_documents(store, path, zarr_format, consolidated=True)
+    return _node_from_fetched(store, path, documents, read_only=read_only)
 
 
-async def _consolidated_v2_entries(store: Store, path: str) -> dict[str, dict] | None:
-    """The parsed ``.zmetadata`` of the v2 group at ``path``, or None if it has none."""
-    raw = await store.get(node_key(path, ".zmetadata"))
-    if raw is None:
-        return None
-    return parse_consolidated_v2(raw, store.key_url(path) if path else store.location)
-
-
-async def _consolidated_v2_group(store: Store, path: str, read_only: bool) -> AsyncGroup | None:
-    """The v2 group at ``path`` opened from its ``.zmetadata`` alone, or None if it has none."""
-    entries = await _consolidated_v2_entries(store, path)
-    if entries is None:
-        return None
-    own = consolidated_documents(entries, "")
-    if own.get(".zgroup") is None:
-        return None  # not a group's consolidation: read the group's own documents instead
-    node = _node_from_documents(store, path, own, read_only=read_only, consolidated=entries)
-    return node if isinstance(node, AsyncGroup) else None
+def _node_from_fetched(
+    store: Store, path: str, fetched: Mapping[str, bytes | None], *, read_only: bool
+) -> AsyncArray | AsyncGroup:
+    """The node of documents fetched by ``read_documents(..., consolidated=True)``: a v2 group gets
+    its consolidated entries, and is opened from them alone when its own documents are missing."""
+    documents = dict(fetched)
+    raw_consolidated = documents.pop(".zmetadata", None)
+    if raw_consolidated is None or documents.get("zarr.json") is not None or documents.get(".zarray") is not None:
+        return _node_from_documents(store, path, documents, read_only=read_only)
+    entries = parse_consolidated_v2(raw_consolidated, store.key_url(path) if path else store.location)
+    if documents.get(".zgroup") is None:
+        own = consolidated_documents(entries, "")
+        if own.get(".zgroup") is None:  # not a group's consolidation
+            return _node_from_documents(store, path, documents, read_only=read_only)
+        documents = own
+    return _node_from_documents(store, path, documents, read_only=read_only, consolidated=entries)
 
 
 async def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> None:
@@ -154,22 +157,14 @@ class AsyncGroup(PickledByConfiguration):
         """Open the existing group at ``path`` of ``store`` (a Store or any store-like, as zarr 3's ``open``);
         raise GroupNotFoundError or ContainsArrayError.
 
-        A consolidated group costs one GET (v3: ``zarr.json``; v2 told ``zarr_format=2``:
-        ``.zmetadata``, which holds the group's own documents too), two when a v2 group's
-        format must first be found; its members then cost nothing more.
+        One round trip: the documents of either format (or of ``zarr_format``) and a v2 group's
+        ``.zmetadata`` are asked for at once; a consolidated group's members then cost nothing more.
         """
         store, path = store_and_path(store, path)
-        documents: dict[str, bytes | None] = {}
-        if zarr_format in (None, 3):
-            documents = await read_documents(store, path, 3)
-        if not any(value is not None for value in documents.values()) and zarr_format in (None, 2):
-            consolidated = await _consolidated_v2_group(store, path, read_only)
-            if consolidated is not None:
-                return consolidated
-            documents = await read_documents(store, path, 2)
+        documents = await read_documents(store, path, zarr_format, consolidated=True)
         if not any(value is not None for value in documents.values()):
             raise GroupNotFoundError(describe_missing(store, path))
-        node = _node_from_documents(store, path, documents, read_only=read_only)
+        node = _node_from_fetched(store, path, documents, read_only=read_only)
         if not isinstance(node, AsyncGroup):
             raise ContainsArrayError(f"{store.key_url(path) or store.location}: an array is here, not a group")
         return node

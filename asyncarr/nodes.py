@@ -57,20 +57,25 @@ def node_key(path: str, name: str) -> str:
     return f"{path}/{name}" if path else name
 
 
-async def read_documents(store: Store, path: str, zarr_format: int | None = None) -> dict[str, bytes | None]:
+async def read_documents(
+    store: Store, path: str, zarr_format: int | None = None, *, consolidated: bool = False
+) -> dict[str, bytes | None]:
     """Fetch the metadata documents of the node at ``path``; missing ones map to None.
 
-    With an unknown format, ``zarr.json`` is fetched first and the v2 documents only when
-    it is missing, so a v3 node costs one request.
+    All the documents a node of the given format may have are asked for at once, so a node
+    costs one round trip whatever its format: with an unknown format ``zarr.json`` and the v2
+    documents together (the v2 ones are dropped when ``zarr.json`` is there, as it wins).
+    ``consolidated=True`` also asks for a v2 group's ``.zmetadata`` in the same round trip.
     """
-    documents: dict[str, bytes | None] = {}
-    if zarr_format in (None, 3):
-        documents["zarr.json"] = await store.get(node_key(path, "zarr.json"))
-        if documents["zarr.json"] is not None or zarr_format == 3:
-            return documents
-    names = V2_DOCUMENTS
-    values = await asyncio.gather(*(store.get(node_key(path, name)) for name in names))
-    documents.update(zip(names, values, strict=True))
+    names: tuple[str, ...] = V3_DOCUMENTS if zarr_format == 3 else ()
+    if zarr_format in (None, 2):
+        names = (*V3_DOCUMENTS, *V2_DOCUMENTS) if zarr_format is None else V2_DOCUMENTS
+        if consolidated:
+            names = (*names, ".zmetadata")
+    values = await store.get_many([(node_key(path, name), None) for name in names])
+    documents = dict(zip(names, values, strict=True))
+    if documents.get("zarr.json") is not None:
+        return {"zarr.json": documents["zarr.json"]}
     return documents
 
 

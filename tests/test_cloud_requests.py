@@ -61,38 +61,57 @@ async def open_and_describe_members(url: str, options: dict[str, Any], zarr_form
         await root.store.close()
 
 
-def test_consolidated_v3_group_of_20_arrays_opens_and_lists_its_members_with_one_get(
-    cloud: Cloud, tmp_path: Path
+# Opening asks for every document a node of the given format may have at once: one round trip
+# whatever the format. With a latency on every answer, one round trip means every GET was in
+# flight together (counted by the proxy, not timed).
+_ALL_DOCUMENTS = [".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"]
+_OPEN_LATENCY = 0.3  # long beside the time the drivers take to send five requests
+
+
+def together(cloud: Cloud, requests: int) -> int:
+    """How many of ``requests`` sent at once are in flight together (the GCS emulator's tests cap connections)."""
+    return min(requests, cloud.concurrency or requests)
+
+
+@pytest.mark.parametrize(
+    ("zarr_format", "documents"), [(None, _ALL_DOCUMENTS), (3, ["zarr.json"])], ids=["format-detected", "zarr_format=3"]
+)
+def test_consolidated_v3_group_of_20_arrays_opens_in_one_round_trip_and_lists_its_members_for_free(
+    cloud: Cloud, tmp_path: Path, zarr_format: int | None, documents: list[str]
 ) -> None:
     place = cloud.place(tmp_path)
     write_consolidated_group(cloud, place, 3, 20)
-    with FaultProxy(place.upstream) as proxy:
-        url, options = cloud.through(proxy, place)
-        shapes = asyncio.run(open_and_describe_members(url, options, None))
-        counts = proxy.counts()
-    assert shapes == {f"a{i:02d}": (10 + i,) for i in range(20)}
-    # zarr.json of the group holds every member's metadata: nothing else is fetched or listed.
-    assert counts["requests_by_method"] == {"GET": 1}, counts
-
-
-@pytest.mark.parametrize(("zarr_format", "gets"), [(None, 2), (2, 1)], ids=["format-detected", "zarr_format=2"])
-def test_consolidated_v2_group_of_20_arrays_opens_with_a_fixed_number_of_gets(
-    cloud: Cloud, tmp_path: Path, zarr_format: int | None, gets: int
-) -> None:
-    # .zmetadata holds everything, the group's own .zgroup and .zattrs included: told
-    # zarr_format=2 that is the one GET; with the format unknown, zarr.json (a miss) comes
-    # first. Nothing is listed and the members cost nothing more.
-    place = cloud.place(tmp_path)
-    write_consolidated_group(cloud, place, 2, 20)
-    with FaultProxy(place.upstream) as proxy:
+    with FaultProxy(place.upstream, latency=_OPEN_LATENCY) as proxy:
         url, options = cloud.through(proxy, place)
         shapes = asyncio.run(open_and_describe_members(url, options, zarr_format))
         counts = proxy.counts()
     assert shapes == {f"a{i:02d}": (10 + i,) for i in range(20)}
-    assert counts["requests_by_method"] == {"GET": gets}, counts
-    fetched = sorted(path.rsplit("/", 1)[1] for path in counts["requests_by_path"])
-    expected = [".zmetadata"] + (["zarr.json"] if zarr_format is None else [])
-    assert fetched == expected
+    # zarr.json of the group holds every member's metadata: nothing else is fetched or listed.
+    assert sorted(path.rsplit("/", 1)[1] for path in counts["requests_by_path"]) == documents
+    assert counts["requests_by_method"] == {"GET": len(documents)}, counts
+    assert counts["max_in_flight"] == together(cloud, len(documents))  # one round trip
+
+
+@pytest.mark.parametrize(
+    ("zarr_format", "documents"),
+    [(None, _ALL_DOCUMENTS), (2, [".zarray", ".zattrs", ".zgroup", ".zmetadata"])],
+    ids=["format-detected", "zarr_format=2"],
+)
+def test_consolidated_v2_group_of_20_arrays_opens_in_one_round_trip(
+    cloud: Cloud, tmp_path: Path, zarr_format: int | None, documents: list[str]
+) -> None:
+    # .zmetadata holds everything; it is asked for with the group's own documents, so a v2 group
+    # costs one round trip too (it cost two, zarr.json first, when the format was not given).
+    place = cloud.place(tmp_path)
+    write_consolidated_group(cloud, place, 2, 20)
+    with FaultProxy(place.upstream, latency=_OPEN_LATENCY) as proxy:
+        url, options = cloud.through(proxy, place)
+        shapes = asyncio.run(open_and_describe_members(url, options, zarr_format))
+        counts = proxy.counts()
+    assert shapes == {f"a{i:02d}": (10 + i,) for i in range(20)}
+    assert sorted(path.rsplit("/", 1)[1] for path in counts["requests_by_path"]) == documents
+    assert counts["requests_by_method"] == {"GET": len(documents)}, counts
+    assert counts["max_in_flight"] == together(cloud, len(documents))
 
 
 def test_reading_64_chunks_sends_64_gets_in_flight_together(cloud: Cloud, tmp_path: Path) -> None:
@@ -133,3 +152,40 @@ def test_reading_64_chunks_sends_64_gets_in_flight_together(cloud: Cloud, tmp_pa
         # The GCS emulator takes only a few connections at once (tests/emulators/gcs.py), so the
         # store is capped there; every slot is still used.
         assert counts["max_in_flight"] == cloud.concurrency, counts
+
+
+def test_reading_a_row_of_a_v2_array_of_unknown_format_is_two_round_trips(cloud: Cloud, tmp_path: Path) -> None:
+    place = cloud.place(tmp_path)
+    data = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+
+    async def write() -> None:
+        a = await asyncarr.create_array(
+            place.write_url,
+            shape=data.shape,
+            chunks=(16, 16),
+            dtype="i4",
+            zarr_format=2,
+            storage_options=place.write_options,
+        )
+        await a.setitem(Ellipsis, data)
+        await a.store.close()
+
+    asyncio.run(write())
+    cloud.publish(place)
+    with FaultProxy(place.upstream, latency=_OPEN_LATENCY) as proxy:
+        url, options = cloud.through(proxy, place)
+
+        async def read_row() -> np.ndarray:
+            a = await asyncarr.open_array(url, mode="r", storage_options=options)
+            try:
+                return await a.getitem(5)
+            finally:
+                await a.store.close()
+
+        row = asyncio.run(read_row())
+        counts = proxy.counts()
+    np.testing.assert_array_equal(row, data[5])
+    fetched = sorted(path.rsplit("/", 1)[1] for path in counts["requests_by_path"])
+    # The documents of both formats at once (one round trip), then the row's 4 chunks together.
+    assert fetched == [".zarray", ".zattrs", ".zgroup", "0.0", "0.1", "0.2", "0.3", "zarr.json"]
+    assert counts["max_in_flight"] == together(cloud, 4)
