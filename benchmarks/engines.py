@@ -2,14 +2,18 @@
 
 Each engine writes and reads arrays described by one `ArraySpec`, with the library's
 default settings (what a user gets), on a local path or an S3 URL with storage options.
+Bench-only extras add the anchors of the fourth round: zarr-python with the zarrs Rust
+codec pipeline, zarr-python over obstore, and tensorstore without fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numcodecs
@@ -18,7 +22,7 @@ import numpy as np
 import asyncarr
 import asyncarr.sync as za
 
-__all__ = ["ENGINES", "ArraySpec", "Engine", "S3Location", "service_loop"]
+__all__ = ["ENGINES", "LOCAL_ONLY", "S3_ONLY", "ArraySpec", "Engine", "S3Location", "service_loop"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +196,9 @@ class ZarrPython(Engine):
 
     name = "zarr-python"
 
+    def _store(self, where: str, s3: S3Location | None) -> Any:
+        return _zarr_store(where, s3)
+
     def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
         import zarr
 
@@ -200,7 +207,7 @@ class ZarrPython(Engine):
         else:
             compressors = spec.numcodecs_blosc()
         z = zarr.create_array(
-            store=_zarr_store(where, s3),
+            store=self._store(where, s3),
             shape=spec.shape,
             chunks=spec.chunks,
             shards=spec.shards,
@@ -215,7 +222,7 @@ class ZarrPython(Engine):
     def open(self, where: str, s3: S3Location | None = None) -> Any:
         import zarr
 
-        return zarr.open_array(_zarr_store(where, s3), mode="r")
+        return zarr.open_array(self._store(where, s3), mode="r")
 
     def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
         return handle[selection]
@@ -232,7 +239,7 @@ class ZarrPythonAsync(ZarrPython):
     def open(self, where: str, s3: S3Location | None = None) -> Any:
         import zarr.api.asynchronous as zasync
 
-        return service_loop.run(zasync.open_array(store=_zarr_store(where, s3), mode="r"))
+        return service_loop.run(zasync.open_array(store=self._store(where, s3), mode="r"))
 
     def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
         return service_loop.run(handle.getitem(selection))
@@ -242,6 +249,99 @@ class ZarrPythonAsync(ZarrPython):
             return await asyncio.gather(*(handle.getitem(point) for point in points))
 
         return service_loop.run(gather())
+
+
+def _obstore_store(where: str, s3: S3Location) -> Any:
+    """zarr's ObjectStore over an obstore S3Store at the same endpoint, with the same credentials."""
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    store = S3Store(
+        s3.bucket,
+        prefix=where.strip("/"),
+        endpoint=s3.endpoint_url,
+        access_key_id=s3.key,
+        secret_access_key=s3.secret,
+        region=s3.region,
+        client_options={"allow_http": True},  # moto and the proxy speak plain http on loopback
+    )
+    return ObjectStore(store)
+
+
+class ZarrPythonObstore(ZarrPython):
+    """zarr-python 3 (default pipeline) with `zarr.storage.ObjectStore` over obstore; S3 only."""
+
+    name = "zarr-python-obstore"
+
+    def _store(self, where: str, s3: S3Location | None) -> Any:
+        if s3 is None:
+            raise ValueError(f"{self.name} is measured on S3 only: locally it would be zarr-python's LocalStore")
+        return _obstore_store(where, s3)
+
+
+ZARRS_SETTINGS: dict[str, Any] = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}
+"""zarr settings of the zarrs engine: its Rust pipeline, and an error instead of a silent fallback.
+
+Every other zarrs setting keeps its default (checksum validation on, chunk concurrency and
+threads from rayon's global pool, i.e. one per CPU). ``strict`` changes no speed: without it
+zarrs hands what it cannot do to zarr-python's own pipeline with only a warning, and the
+figure would be zarr-python's under zarrs' name.
+"""
+
+
+@contextlib.contextmanager
+def _zarrs_pipeline() -> Iterator[None]:
+    import zarr
+
+    with zarr.config.set(ZARRS_SETTINGS), warnings.catch_warnings():
+        # "Successfully reconstructed a store ...": zarrs rebuilding obstore's S3Store in Rust.
+        warnings.filterwarnings("ignore", message="Successfully reconstructed a store", category=RuntimeWarning)
+        yield
+
+
+def _slices_only(selection: Any) -> tuple[Any, tuple[int, ...]]:
+    """``selection`` with each integer as a one-element slice, and the axes those integers drop."""
+    if not isinstance(selection, tuple):
+        return selection, ()
+    parts, dropped = [], []
+    for axis, part in enumerate(selection):
+        if isinstance(part, int):
+            parts.append(slice(part, part + 1))
+            dropped.append(axis)
+        else:
+            parts.append(part)
+    return tuple(parts), tuple(dropped)
+
+
+class ZarrPythonZarrs(ZarrPython):
+    """zarr-python 3 with the zarrs Rust codec pipeline, switched on around each call only.
+
+    The pipeline is fixed when an array is opened, so opening, writing and reading all run
+    inside the setting; other zarr-python engines in the same run keep the default pipeline.
+    On S3 the store is zarr's ObjectStore over obstore: zarrs does its own I/O in Rust for
+    that store (and for LocalStore), not for s3fs.
+    """
+
+    name = "zarr-python-zarrs"
+
+    def _store(self, where: str, s3: S3Location | None) -> Any:
+        return _obstore_store(where, s3) if s3 else where
+
+    def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
+        with _zarrs_pipeline():
+            super().write(where, data, spec, s3)
+
+    def open(self, where: str, s3: S3Location | None = None) -> Any:
+        with _zarrs_pipeline():
+            return super().open(where, s3)
+
+    def read(self, handle: Any, selection: Any = Ellipsis) -> np.ndarray:
+        # zarrs 0.2 does not serve an integer index (UnsupportedVIndexingError; zarr-python's own
+        # pipeline would run instead): the same row is read as a one-row slice, the axis dropped.
+        slices, dropped = _slices_only(selection)
+        with _zarrs_pipeline():
+            result = handle[slices]
+        return result.squeeze(axis=dropped) if dropped else result
 
 
 def _tensorstore_kvstore(where: str, s3: S3Location | None) -> dict[str, Any]:
@@ -261,10 +361,13 @@ class TensorStore(Engine):
 
     name = "tensorstore"
 
+    local_context: dict[str, Any] = {}
+    """Context resources for the file kvstore (none: tensorstore's defaults)."""
+
     def _context(self, s3: S3Location | None) -> Any:
         import tensorstore as ts
 
-        return ts.Context({"aws_credentials": {"type": "environment"}}) if s3 else ts.Context()
+        return ts.Context({"aws_credentials": {"type": "environment"}}) if s3 else ts.Context(self.local_context)
 
     def write(self, where: str, data: np.ndarray, spec: ArraySpec, s3: S3Location | None = None) -> None:
         import tensorstore as ts
@@ -346,6 +449,17 @@ class TensorStoreFutures(TensorStore):
         return [future.result() for future in futures]
 
 
+class TensorStoreNoSync(TensorStore):
+    """tensorstore with the file kvstore's fsync off (context resource ``file_io_sync: false``).
+
+    tensorstore fsyncs each chunk file (and its directory) by default; asyncarr does not, so
+    this is the like-for-like anchor for local writes. Reads and S3 are the same as `TensorStore`.
+    """
+
+    name = "tensorstore-nosync"
+    local_context = {"file_io_sync": False}
+
+
 ENGINES: dict[str, Engine] = {
     engine.name: engine
     for engine in (
@@ -353,7 +467,15 @@ ENGINES: dict[str, Engine] = {
         AsyncarrSync(),
         ZarrPython(),
         ZarrPythonAsync(),
+        ZarrPythonObstore(),
+        ZarrPythonZarrs(),
         TensorStore(),
+        TensorStoreNoSync(),
         TensorStoreFutures(),
     )
 }
+
+LOCAL_ONLY = frozenset({"tensorstore-nosync"})
+"""Engines that differ from another only in local files (on S3 they would repeat it)."""
+S3_ONLY = frozenset({"zarr-python-obstore"})
+"""Engines measured on S3 only (locally: n/a)."""

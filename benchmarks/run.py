@@ -1,8 +1,9 @@
 """Run asyncarr beside zarr-python 3 and tensorstore on the same data and report ratios.
 
-    python -m benchmarks.run --quick            # under 3 minutes on 2 cores
+    python -m benchmarks.run --quick            # smaller arrays, v3 only
     python -m benchmarks.run                     # the full suite
     python -m benchmarks.run --only W1,W5 --json results.json
+    python -m benchmarks.run --engines tensorstore,zarr-python-zarrs --markdown round.md
 
 Every figure is a median of interleaved repeats (A B C A B C ...) after a warm-up; every
 read is checked equal to the data written, and a wrong result voids the run.
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -20,14 +23,29 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .bare_s3 import FLOOR
-from .engines import ENGINES, ArraySpec, S3Location
+from .engines import ENGINES, LOCAL_ONLY, S3_ONLY, ArraySpec, S3Location
+from .features import FEATURE_HEADER, block_iteration, hot_windows
 from .measure import Measurement
+from .targets import by_task, rss_notes, targets
 from .workloads import ASYNCARR, field, floors, full_write_and_read, many_small_reads, median_ratio, partial_reads
 
-SYNC_ENGINES = ["asyncarr-sync", "zarr-python", "tensorstore"]
 ASYNCARR_ENGINES = [ASYNCARR, "asyncarr-sync"]
-ALL_ENGINES = [ASYNCARR, *SYNC_ENGINES]
+ALL_ENGINES = [
+    ASYNCARR,
+    "asyncarr-sync",
+    "zarr-python",
+    "zarr-python-obstore",
+    "zarr-python-zarrs",
+    "tensorstore",
+    "tensorstore-nosync",
+]
+"""Every engine of the whole-array and partial workloads, in report order."""
+LOCAL_ENGINES = [name for name in ALL_ENGINES if name not in S3_ONLY]
+S3_ENGINES = [name for name in ALL_ENGINES if name not in LOCAL_ONLY]
+SYNC_ENGINES = ["asyncarr-sync", "zarr-python", "tensorstore"]
+"""W5 from 8 threads: the blocking APIs."""
+ASYNC_ENGINES = [ASYNCARR, "zarr-python-async", "tensorstore-futures"]
+"""W5 concurrently: the async APIs (and tensorstore's futures)."""
 
 
 _STARTED = time.perf_counter()
@@ -48,23 +66,29 @@ def _specs(quick: bool) -> dict[str, list[ArraySpec]]:
     }
 
 
-def run(quick: bool, only: set[str], repeats: int, root: Path) -> list[Measurement]:
+def _chosen(names: list[str], engines: set[str] | None) -> list[str]:
+    """``names`` kept by the ``--engines`` filter; asyncarr's async API always stays (the reference)."""
+    return [n for n in names if engines is None or n in engines or n == ASYNCARR]
+
+
+def run(quick: bool, only: set[str], repeats: int, root: Path, engines: set[str] | None = None) -> list[Measurement]:
     """Run the selected local workloads and return every measurement."""
     results: list[Measurement] = []
     specs = _specs(quick)
+    local = _chosen(LOCAL_ENGINES, engines)
     for workload in ("W1", "W2"):
         if workload not in only:
             continue
         for spec in specs[workload]:
             label = f"{workload} v{spec.zarr_format}"
             _stage(f"running {label} {spec.shape} chunks {spec.chunks} ...")
-            measured = full_write_and_read(label, root, spec, ALL_ENGINES, repeats)
+            measured = full_write_and_read(label, root, spec, local, repeats)
             results.extend(measured)
             shared = str(root / f"{label}-{ASYNCARR}")
             results.extend(floors(label, shared, spec, repeats))
             if workload == "W1" and "W4" in only:
                 _stage(f"running W4 local on {label} ...")
-                results.extend(partial_reads(f"W4 local v{spec.zarr_format}", shared, spec, ALL_ENGINES, 20))
+                results.extend(partial_reads(f"W4 local v{spec.zarr_format}", shared, spec, local, 20))
             if workload == "W1" and "W5" in only:
                 _stage(f"running W5 on {label} ...")
                 results.extend(
@@ -72,21 +96,36 @@ def run(quick: bool, only: set[str], repeats: int, root: Path) -> list[Measureme
                         f"W5 async v{spec.zarr_format}",
                         shared,
                         spec,
-                        [ASYNCARR, "zarr-python-async", "tensorstore-futures"],
+                        _chosen(ASYNC_ENGINES, engines),
                         repeats,
                     )
                 )
                 results.extend(
-                    many_small_reads(f"W5 8 threads v{spec.zarr_format}", shared, spec, SYNC_ENGINES, repeats)
+                    many_small_reads(
+                        f"W5 8 threads v{spec.zarr_format}", shared, spec, _chosen(SYNC_ENGINES, engines), repeats
+                    )
                 )
     return results
 
 
-def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[str]) -> list[Measurement]:
-    """W3 (S3 direct and through a 20 ms proxy), W4 on S3 and W6 (sharded), on moto's server."""
+def run_s3(
+    quick: bool,
+    only: set[str],
+    repeats: int,
+    root: Path,
+    notes: list[str],
+    engines: set[str] | None = None,
+    features: list[str] | None = None,
+) -> list[Measurement]:
+    """W3 (S3 direct and through a 20 ms proxy), W4 on S3, W6 (sharded), W8 and W9, on moto's server.
+
+    W8's and W9's table rows are appended to ``features``.
+    """
     from .servers import LatencyProxy, MotoServer
 
     results: list[Measurement] = []
+    on_s3 = _chosen(S3_ENGINES, engines)
+    local = _chosen(LOCAL_ENGINES, engines)
     moto = MotoServer()
     proxy = LatencyProxy(moto.url, latency=0.02)
     try:
@@ -98,11 +137,9 @@ def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[st
             for label, endpoint in (("W3 S3 direct", moto.url), ("W3 S3 via 20 ms proxy", proxy.url)):
                 _stage(f"running {label} {spec.shape} chunks {spec.chunks} ...")
                 s3 = S3Location(endpoint, moto.create_bucket(label.lower().replace(" ", "-")))
-                results.extend(
-                    full_write_and_read(label, root, spec, ALL_ENGINES, repeats, s3, server_cpu=moto.cpu_seconds)
-                )
+                results.extend(full_write_and_read(label, root, spec, on_s3, repeats, s3, server_cpu=moto.cpu_seconds))
                 if endpoint == proxy.url:
-                    notes.extend(_request_counts(label, spec, s3, proxy))
+                    notes.extend(_request_counts(label, on_s3, s3, proxy))
         if "W4" in only:
             _stage("running W4 S3 via 20 ms proxy ...")
             s3 = S3Location(proxy.url, moto.create_bucket("w4-s3"))
@@ -112,7 +149,7 @@ def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[st
                     "W4 S3 via 20 ms proxy",
                     "w4",
                     spec,
-                    ALL_ENGINES,
+                    on_s3,
                     s3_latency_repeats,
                     s3,
                     server_cpu=moto.cpu_seconds,
@@ -124,7 +161,7 @@ def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[st
             shard_side = w1.shape[0] // 2
             sharded = dataclasses.replace(w1, zarr_format=3, shards=(shard_side, shard_side))
             _stage(f"running W6 sharded {sharded.shape} shards {sharded.shards} ...")
-            results.extend(full_write_and_read("W6 sharded local", root, sharded, ALL_ENGINES, repeats))
+            results.extend(full_write_and_read("W6 sharded local", root, sharded, local, repeats))
             s3 = S3Location(proxy.url, moto.create_bucket("w6-s3"))
             ENGINES[ASYNCARR].write("w6", field(sharded.shape, sharded.dtype), sharded, s3)
             results.extend(
@@ -132,29 +169,46 @@ def run_s3(quick: bool, only: set[str], repeats: int, root: Path, notes: list[st
                     "W6 sharded S3 via 20 ms proxy",
                     "w6",
                     sharded,
-                    ALL_ENGINES,
+                    on_s3,
                     s3_latency_repeats,
                     s3,
                     server_cpu=moto.cpu_seconds,
                     kinds=("window",),
                 )
             )
+        if only & {"W8", "W9"}:
+            # W3's array, through the proxy, in a bucket of its own.
+            s3 = S3Location(proxy.url, moto.create_bucket("w8-w9-s3"))
+            ENGINES[ASYNCARR].write("w3", field(spec.shape, spec.dtype), spec, s3)
+            rows = features if features is not None else []
+            if "W8" in only:
+                _stage("running W8 hot windows, chunk cache on and off ...")
+                measured, new_rows = hot_windows("w3", spec, s3, proxy, repeats, windows=500 if quick else 2000)
+                results.extend(measured)
+                rows.extend(new_rows)
+            if "W9" in only:
+                _stage("running W9 iter_blocks with 5 ms of caller work per block ...")
+                measured, new_rows = block_iteration("w3", spec, s3, repeats)
+                results.extend(measured)
+                rows.extend(new_rows)
     finally:
         proxy.stop()
         moto.stop()
     return results
 
 
-def _request_counts(label: str, spec: ArraySpec, s3: S3Location, proxy: Any) -> list[str]:
+def _request_counts(label: str, engines: list[str], s3: S3Location, proxy: Any) -> list[str]:
     """One counted full read per engine: how many requests it made and how many were in flight at once."""
     lines = []
-    for name in ALL_ENGINES:
+    for name in engines:
         handle = ENGINES[name].open(f"{label}-{ASYNCARR}", s3)
         proxy.reset()
         ENGINES[name].read(handle)
         counts = proxy.counts()
+        methods = ", ".join(f"{n} {method}" for method, n in sorted(counts["requests_by_method"].items()))
         lines.append(
-            f"{label} read, {name}: {counts['requests']} requests, at most {counts['max_in_flight']} in flight"
+            f"{label} read, {name}: {counts['requests']} requests ({methods}), "
+            f"at most {counts['max_in_flight']} in flight"
         )
     return lines
 
@@ -170,7 +224,7 @@ def report(results: list[Measurement]) -> str:
         "| sync / engine |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for task, measured in _by_task(results).items():
+    for task, measured in by_task(results).items():
         by_engine = {m.engine: m for m in measured}
         for m in measured:
             cells = []
@@ -186,92 +240,62 @@ def report(results: list[Measurement]) -> str:
     return "\n".join(lines)
 
 
-# The performance issue's targets: (task prefix, task suffix, engine, highest asyncarr/engine ratio).
-TARGETS = [
-    ("W1", "write", "tensorstore", 1.0),
-    ("W1", "write", "zarr-python", 0.45),
-    ("W1", "read", "tensorstore", 1.0),
-    ("W1", "read", "zarr-python", 0.45),
-    ("W2", "write", "tensorstore", 1.0),
-    ("W2", "write", "zarr-python", 0.4),
-    ("W2", "read", "tensorstore", 2.0),
-    ("W2", "read", "zarr-python", 0.15),
-    ("W3 S3 via", "write", "tensorstore", 1.0),
-    ("W3 S3 via", "write", "zarr-python", 0.5),
-    ("W3 S3 via", "read", "tensorstore", 1.0),
-    ("W3 S3 via", "read", "zarr-python", 0.5),
-    ("W4", "row", "tensorstore", 1.0),
-    ("W4", "row", "zarr-python", 0.5),
-    ("W4", "window", "tensorstore", 1.0),
-    ("W4", "window", "zarr-python", 0.5),
-    ("W5 async", "", "zarr-python-async", 0.5),
-    ("W5 8 threads", "", "zarr-python", 0.5),
-]
-
-
-def targets(results: list[Measurement]) -> str:
-    """The targets table: each task's ratios (async API, sync facade) against its limit, met or missed.
-
-    Where the task has a bare-request floor (S3), "floor / engine" is the best ratio any client
-    could reach against that server; a missed target whose floor ratio is above the limit is
-    marked "unreachable": no client can meet it there.
-    """
-    lines = [
-        "| task | against | limit | async / engine | sync / engine | floor / engine | met |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for task, measured in _by_task(results).items():
-        by_engine = {m.engine: m for m in measured}
-        for prefix, suffix, engine, limit in TARGETS:
-            if not task.startswith(prefix + " ") or not task.endswith(suffix) or engine not in by_engine:
-                continue
-            ratios = [
-                median_ratio(by_engine[name], by_engine[engine]) if name in by_engine else None
-                for name in ASYNCARR_ENGINES
-            ]
-            shown = [f"{r:.2f}" if r is not None else "" for r in ratios]
-            floor = median_ratio(by_engine[FLOOR], by_engine[engine]) if FLOOR in by_engine else None
-            met = min(r for r in ratios if r is not None) <= limit
-            verdict = "met" if met else "unreachable" if floor is not None and floor > limit else "missed"
-            floor_shown = f"{floor:.2f}" if floor is not None else ""
-            lines.append(f"| {task} | {engine} | <= {limit} | {shown[0]} | {shown[1]} | {floor_shown} | {verdict} |")
-    return "\n".join(lines)
-
-
-def _by_task(results: list[Measurement]) -> dict[str, list[Measurement]]:
-    by_task: dict[str, list[Measurement]] = {}
-    for m in results:
-        by_task.setdefault(m.task, []).append(m)
-    return by_task
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, run, print the report (and optionally save JSON)."""
+    """Parse arguments, run, print the report (and optionally save JSON and the markdown tables)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller arrays, v3 only: under 3 minutes")
-    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6", help="comma-separated workloads (default: all)")
+    parser.add_argument("--quick", action="store_true", help="smaller arrays, v3 only")
+    parser.add_argument("--only", default="W1,W2,W3,W4,W5,W6,W8,W9", help="comma-separated workloads (default: all)")
+    parser.add_argument(
+        "--engines",
+        help=f"comma-separated engines to run (default: all of {', '.join(ALL_ENGINES)}); "
+        f"{ASYNCARR} always runs: it writes the shared copy and is the reference",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per engine (at least 5)")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--markdown", type=Path, help="also write the targets and features tables here")
     parser.add_argument("--dir", type=Path, help="where to write the arrays (default: a temporary directory)")
+    parser.add_argument(
+        "--zarrs-threads",
+        type=int,
+        help="size of zarrs' rayon pool (RAYON_NUM_THREADS), which also bounds its requests in flight; "
+        "default: zarrs' own, one per CPU",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 5:
         parser.error("--repeats must be at least 5")
     only = {w.strip().upper() for w in args.only.split(",")}
+    engines = None
+    if args.engines:
+        engines = {e.strip() for e in args.engines.split(",")}
+        unknown = engines - set(ALL_ENGINES) - set(ASYNC_ENGINES)
+        if unknown:
+            parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
+    if args.zarrs_threads:
+        # Read by rayon when zarrs first uses its global pool, which is after this point.
+        os.environ["RAYON_NUM_THREADS"] = str(args.zarrs_threads)
     started = time.perf_counter()
     notes: list[str] = []
+    features: list[str] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        results = run(args.quick, only, args.repeats, Path(tmp))
-        if only & {"W3", "W4", "W6"}:
-            results.extend(run_s3(args.quick, only, args.repeats, Path(tmp), notes))
+        results = run(args.quick, only, args.repeats, Path(tmp), engines)
+        if only & {"W3", "W4", "W6", "W8", "W9"}:
+            results.extend(run_s3(args.quick, only, args.repeats, Path(tmp), notes, engines, features))
+    notes.extend(rss_notes(results))
     print(report(results))
+    summary = [targets(results), ""]
+    if features:
+        summary.extend([*FEATURE_HEADER, *features, ""])
+    summary.extend(f"- {note}" for note in notes)
     print()
-    print(targets(results))
-    print()
-    for note in notes:
-        print(f"- {note}")
-    print(f"\n{len(results)} measurements in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    print("\n".join(summary))
+    elapsed = time.perf_counter() - started
+    print(f"\n{len(results)} measurements in {elapsed:.0f} s", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps([m.as_dict() for m in results], indent=2))
+    if args.markdown:
+        command = shlex.join(["python", "-m", "benchmarks.run", *(sys.argv[1:] if argv is None else argv)])
+        header = f"`{command}` ({len(results)} measurements, {elapsed:.0f} s):"
+        args.markdown.write_text("\n".join([header, "", *summary]) + "\n")
     return 0
 
 
