@@ -59,6 +59,9 @@ class Settings:
     """numcodecs ids beyond the built-in allowlist that metadata may build: codecs you registered and trust."""
     max_probed_chunks: int = 100_000
     """Most chunk keys probed one by one where a store cannot list (HTTP); past it, counting refuses."""
+    fsync: bool = False
+    """Local stores flush each written file and its directory to disk before a write returns, so a
+    power cut loses nothing acknowledged (``LocalStore(fsync=...)`` decides for one store)."""
     chunk_cache_bytes: int = 0
     """Budget of the process's decoded-chunk cache, shared by every array and thread (0: off). Reads keep
     whole decoded chunks, least recently used out; this process's writes invalidate what they change."""
@@ -87,6 +90,7 @@ _VALIDATORS = {
     "codec_batch_bytes": lambda v: isinstance(v, int) and v >= 1,
     "allow_pickle": lambda v: isinstance(v, bool),
     "max_probed_chunks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "fsync": lambda v: isinstance(v, bool),
     "chunk_cache_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "trusted_codecs": lambda v: isinstance(v, (tuple, list, frozenset)) and all(isinstance(i, str) for i in v),
     "variable_chunk_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from asyncarr.errors import AccessDeniedError, StoreError
@@ -237,8 +238,70 @@ def test_local_delete_prefix_does_not_follow_symlinks_out_of_the_root(tmp_path: 
     assert root.is_dir() and list(root.iterdir()) == []
 
 
-def test_local_store_pickles_as_root_and_read_only(tmp_path: Path) -> None:
+def test_local_store_pickles_as_root_read_only_and_fsync(tmp_path: Path) -> None:
     store = LocalStore(tmp_path, read_only=True)
-    assert store.__getstate__() == {"root": str(tmp_path), "read_only": True}
+    assert store.__getstate__() == {"root": str(tmp_path), "read_only": True, "fsync": None}
     restored = pickle.loads(pickle.dumps(store))
     assert restored.root == str(tmp_path) and restored.read_only is True
+
+
+# -- durable writes (fsync) -----------------------------------------------------------------------
+
+
+class FsyncCounter:
+    """Counts what ``os.fsync`` is called on (file or directory), calling the real one."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import os
+        import stat
+
+        self.files = 0
+        self.directories = 0
+        real_fsync = os.fsync
+
+        def counting_fsync(fd: int) -> None:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                self.directories += 1
+            else:
+                self.files += 1
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", counting_fsync)
+
+
+def test_fsync_flushes_each_file_and_its_directory_before_a_write_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncarr.sync as za
+
+    counter = FsyncCounter(monkeypatch)
+    store = LocalStore(str(tmp_path / "durable"), fsync=True)
+    z = za.create_array(store, shape=(8,), chunks=(4,), dtype="i4", fill_value=0)
+    documents_and_dirs = (counter.files, counter.directories)
+    assert documents_and_dirs[0] >= 1 and documents_and_dirs[1] >= 1
+    z[...] = np.arange(1, 9)  # two chunks, in a new directory c/
+    assert counter.files - documents_and_dirs[0] == 2
+    assert counter.directories - documents_and_dirs[1] >= 2
+    before = counter.directories
+    z[0:4] = 0  # the chunk becomes fill: deleted, and the deletion flushed too
+    assert counter.directories > before
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "durable"), mode="r")[...], [0, 0, 0, 0, 5, 6, 7, 8])
+
+
+def test_fsync_is_off_by_default_and_follows_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncarr
+    import asyncarr.sync as za
+
+    counter = FsyncCounter(monkeypatch)
+    plain = LocalStore(str(tmp_path / "plain"))
+    za.create_array(plain, shape=(4,), chunks=(4,), dtype="i4")[...] = 1
+    assert (counter.files, counter.directories) == (0, 0)
+    with asyncarr.config.set(fsync=True):
+        za.create_array(plain, shape=(4,), chunks=(4,), dtype="i4", overwrite=True)[...] = 2
+        assert counter.files >= 2
+        seen = counter.files
+        za.create_array(LocalStore(str(tmp_path / "off"), fsync=False), shape=(4,), dtype="i4")[...] = 3
+        assert counter.files == seen  # the store's own setting wins
+    assert pickle.loads(pickle.dumps(LocalStore(str(tmp_path), fsync=True))).fsync is True
+    with pytest.raises(TypeError, match="fsync"):
+        LocalStore(str(tmp_path), fsync="yes")  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ the reader: swapping a checked directory for a link while the store is open.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import os
@@ -31,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from .. import config
 from ..errors import AccessDeniedError, StoreError
 from .base import ByteRange, Store, _normalize_prefix, validate_key
 from .counting import recorder_of
@@ -172,8 +174,11 @@ async def _all_of(futures: list[asyncio.Future[_T]]) -> list[_T]:
 class LocalStore(Store):
     """A directory on the local filesystem; key ``a/b/c`` is the file ``root/a/b/c``."""
 
-    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False, fsync: bool | None = None) -> None:
         super().__init__(read_only=read_only)
+        if fsync is not None and not isinstance(fsync, bool):
+            raise TypeError(f"fsync must be True, False or None (follow asyncarr.config), got {fsync!r}")
+        self._fsync = fsync
         self._root = os.path.abspath(os.fspath(root))
         self._location = "file://" + self._root.replace(os.sep, "/")
         self._real_root: str | None = None  # the root with its links resolved, found on first need
@@ -191,11 +196,16 @@ class LocalStore(Store):
         """``file://`` followed by the absolute root path."""
         return self._location
 
+    @property
+    def fsync(self) -> bool:
+        """Whether writes are made durable before they return: the store's ``fsync=``, else ``config.fsync``."""
+        return bool(config.get("fsync")) if self._fsync is None else self._fsync
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self._root, "read_only": self.read_only}
+        return {"root": self._root, "read_only": self.read_only, "fsync": self._fsync}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"], read_only=state["read_only"])  # type: ignore[misc]
+        self.__init__(state["root"], read_only=state["read_only"], fsync=state.get("fsync"))  # type: ignore[misc]
 
     # -- the Store interface -----------------------------------------------------------
 
@@ -378,10 +388,17 @@ class LocalStore(Store):
         self._check_parent_inside(path, key, "write")
         directory = os.path.dirname(path)
         temp_path = os.path.join(directory, _TEMP_PREFIX + os.urandom(8).hex())
+        durable = self.fsync
+        new_directory = durable and not os.path.isdir(directory)
         try:
             with _create_temp_file(directory, temp_path) as file:
                 file.write(value)
+                if durable:  # the bytes on disk before the name points at them
+                    file.flush()
+                    os.fsync(file.fileno())
             os.replace(temp_path, path)
+            if durable:  # and the name itself (with any directory made for it) on disk before returning
+                _fsync_directories(directory, self._root if new_directory else directory)
         except BaseException as exc:
             try:
                 os.unlink(temp_path)
@@ -401,16 +418,21 @@ class LocalStore(Store):
             if exc.errno in _NO_SUCH_NAME_ERRNOS or os.path.isdir(path):  # macOS: unlink() of a directory is EPERM
                 return
             raise self._error(key, exc) from exc
-        self._prune_empty_parents(path)
+        remaining = self._prune_empty_parents(path)
+        if self.fsync:  # the removal on disk before returning: a power cut must not bring the key back
+            with contextlib.suppress(FileNotFoundError):
+                _fsync_directories(remaining, remaining)
 
-    def _prune_empty_parents(self, path: str) -> None:
+    def _prune_empty_parents(self, path: str) -> str:
+        """Remove the directories ``path`` leaves empty below the root; return the nearest one left."""
         directory = os.path.dirname(path)
         while len(directory) > len(self._root):
             try:
                 os.rmdir(directory)
             except OSError:  # not empty (the usual case), or already gone
-                return
+                return directory
             directory = os.path.dirname(directory)
+        return directory
 
     def _stat_file(self, path: str, key: str) -> os.stat_result | None:
         self._check_parent_inside(path, key, "read")
@@ -505,6 +527,19 @@ class LocalStore(Store):
             raise self._error(prefix, exc) from exc
         if prefix:
             self._prune_empty_parents(self._dir_path(prefix))
+
+
+def _fsync_directories(directory: str, top: str) -> None:
+    """fsync ``directory`` and each parent up to ``top`` (both included): their entries are then on disk."""
+    while True:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if os.path.samefile(directory, top) or len(directory) <= len(top):
+            return
+        directory = os.path.dirname(directory)
 
 
 def _create_temp_file(directory: str, temp_path: str) -> Any:

@@ -74,8 +74,8 @@ def _close_now(close: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
 class LocalStore(_LocalStore):
     """zarr 3's ``LocalStore(root, *, read_only=False)``: a directory; atomic writes, links kept inside."""
 
-    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False) -> None:
-        super().__init__(root, read_only=read_only)
+    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False, fsync: bool | None = None) -> None:
+        super().__init__(root, read_only=read_only, fsync=fsync)
 
     def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
         """Nothing to release; returns an awaitable that is already done."""
