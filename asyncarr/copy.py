@@ -150,6 +150,13 @@ class _NodeWrite:
     dest_path: str
     documents: dict[str, bytes]
     stale_keys: list[str] = dataclasses.field(default_factory=list)
+    there: Mapping[str, bytes | None] = dataclasses.field(default_factory=dict)
+    """The node's documents at the destination when planned: one already identical is not rewritten
+    (a zip file cannot rewrite a member, and it saves a request)."""
+
+    def changed_documents(self) -> dict[str, bytes]:
+        """The documents to write: those not already there byte for byte."""
+        return {name: value for name, value in self.documents.items() if self.there.get(name) != value}
 
 
 @dataclasses.dataclass
@@ -251,9 +258,8 @@ class _Copier:
                 raise CopyError(f"{where}: a group is there, so array {source.name} cannot be completed into it")
         self.log(f"copy {label}")
         self.n_copied += 1
-        if self.dry_run:
-            return
-        self.n_bytes += source.nbytes
+        if not self.dry_run:
+            self.n_bytes += source.nbytes
         if kind is not None and not resume:
             self.clears.append((dest_store, dest_path))
         attributes = {} if self.without_attrs else dict(source.attrs)
@@ -276,9 +282,8 @@ class _Copier:
         # Chunk keys of this layout that the source does not have (left by an earlier write); never other keys.
         dest_prefix, is_chunk_key = node_key(dest_path, ""), source._chunk_key_parser()
         stale = [key for key in existing - wanted if is_chunk_key(key[len(dest_prefix) :]) is not None]
-        self.node_writes.append(
-            _NodeWrite(dest_store, dest_path, await _array_documents(source, attributes, self.without_attrs), stale)
-        )
+        documents_now = await _array_documents(source, attributes, self.without_attrs)
+        self.node_writes.append(_NodeWrite(dest_store, dest_path, documents_now, stale, there=documents))
 
     async def _plan_group(
         self,
@@ -300,14 +305,17 @@ class _Copier:
                 self.log(f"skip {source.name}")
                 self.n_skipped += 1
                 return
+            if self.if_exists == "skip_initialized":
+                raise CopyError(
+                    f"{where}: an array is there, so group {source.name} cannot be completed into it; "
+                    "pass if_exists='replace' (asyncarr cp: --overwrite) to replace the array"
+                )
         self.log(f"copy {source.name}")
         self.n_copied += 1
-        if not self.dry_run:
-            if kind == "array":
-                self.clears.append((dest_store, dest_path))
-            self.node_writes.append(
-                _NodeWrite(dest_store, dest_path, await self._group_documents(source, kind, documents, dest_format))
-            )
+        if kind == "array":
+            self.clears.append((dest_store, dest_path))
+        group_documents = await self._group_documents(source, kind, documents, dest_format)
+        self.node_writes.append(_NodeWrite(dest_store, dest_path, group_documents, there=documents))
         # Every member is planned; under ``shallow`` a member group then copies nothing (zarr 2).
         async for name, child in source.members():
             await self.plan(
@@ -330,6 +338,8 @@ class _Copier:
             attributes = dict(there.attributes)
             if not self.without_attrs:
                 attributes.update(source.attrs)
+            if attributes == there.attributes and not getattr(there, "consolidated_metadata", None):
+                return {name: value for name, value in documents.items() if value is not None}  # as it is
             kept = dataclasses.replace(there, attributes=attributes)
             if isinstance(kept, GroupMetadataV3):
                 kept = dataclasses.replace(kept, consolidated_metadata=None)
@@ -368,9 +378,7 @@ class _Copier:
     # -- running ------------------------------------------------------------------------------------
 
     async def run(self, progress: Progress | None, concurrency: int) -> None:
-        """Copy the planned chunks, then finish each node; nothing is written in a dry run."""
-        if self.dry_run:
-            return
+        """Copy the planned chunks, then finish each node; a dry run only counts what it would copy."""
         total, done = self.total_chunks, 0
 
         def advance(count: int = 1) -> None:
@@ -381,6 +389,9 @@ class _Copier:
 
         if progress is not None:
             progress(0, total)
+        if self.dry_run:
+            await self._count_dry_run(advance, concurrency)
+            return
         for store, path in self.clears:
             store._check_writable()
             await store.delete_prefix(path)
@@ -406,7 +417,40 @@ class _Copier:
                 await write.dest_store.delete_many(write.stale_keys)
             forget_node(write.dest_store.location, write.dest_path)  # its chunks were rewritten
         for write in self.node_writes:  # parents before children: planned in that order
-            await write_documents(write.dest_store, write.dest_path, write.documents)
+            await write_documents(write.dest_store, write.dest_path, write.changed_documents())
+
+    async def _count_dry_run(self, advance: Callable[..., None], concurrency: int) -> None:
+        """Count what a run would copy and skip (sizes or, with ``verify``, contents compared); write nothing."""
+
+        async def judge(task: _ChunkTask) -> None:
+            size = await self._size_to_copy(task)
+            if size is None:
+                self.chunks_skipped += 1
+            else:
+                self.chunks_copied += 1
+                self.bytes_copied += size
+            advance()
+
+        await for_each_concurrently(self.tasks, judge, concurrency)
+        for reencode in self.reencodes:
+            chunks = math.prod(-(-s // c) for s, c in zip(reencode.source.shape, _grid(reencode.source), strict=True))
+            self.chunks_copied += chunks
+            advance(chunks)
+
+    async def _size_to_copy(self, task: _ChunkTask) -> int | None:
+        """The stored size a run would copy for ``task`` (None: it would be skipped, the destination has it)."""
+        source, dest = task.source_store, task.dest_store
+        if not task.check:
+            return await _limited(source, source.getsize(task.source_key))
+        if self.verify:
+            value, there = await asyncio.gather(
+                _limited(source, source.get(task.source_key)), _limited(dest, dest.get(task.dest_key))
+            )
+            return None if value is None or value == there else len(value)
+        size, size_there = await asyncio.gather(
+            _limited(source, source.getsize(task.source_key)), _limited(dest, dest.getsize(task.dest_key))
+        )
+        return None if size is None or size == size_there else size
 
     async def _transfer(self, task: _ChunkTask) -> int | None:
         """Bring one chunk object over; its stored size if written, None if the destination had it."""

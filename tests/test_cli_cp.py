@@ -144,8 +144,13 @@ def test_path_and_dest_path_copy_one_array_to_a_new_place(source: dict[str, Any]
 def test_dry_run_writes_nothing(source: dict[str, Any], tmp_path: Path) -> None:
     dest = tmp_path / "dest.zarr"
     printed = summary(run_cli("cp", source["url"], dest, "--json", "--dry-run"))
-    assert printed["bytes_copied"] == 0
+    # What a run would copy, counted with sizes from the source; nothing written.
+    assert printed["chunks_copied"] == source["nchunks"] and printed["chunks_skipped"] == 0
+    assert printed["bytes_copied"] > 0
     assert not dest.exists() or files_below(dest) == {}
+    summary(run_cli("cp", source["url"], dest, "--json"))
+    again = summary(run_cli("cp", source["url"], dest, "--json", "--dry-run"))
+    assert (again["chunks_copied"], again["chunks_skipped"]) == (0, source["nchunks"])
 
 
 def test_overwrite_replaces_an_array_whose_metadata_differs(source: dict[str, Any], tmp_path: Path) -> None:

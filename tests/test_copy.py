@@ -376,3 +376,42 @@ def test_async_api_and_read_only_destination(tmp_path: Path) -> None:
     with pytest.raises(asyncarr.errors.ReadOnlyError):
         za.copy(str(tmp_path / "src.zarr"), LocalStore(str(tmp_path / "ro.zarr"), read_only=True))
     assert not os.path.exists(tmp_path / "ro.zarr/.zgroup")
+
+
+def test_a_dry_run_counts_what_a_run_would_copy_and_writes_nothing(tmp_path: Path) -> None:
+    make_hierarchy(tmp_path / "src.zarr")
+    seen: list[tuple[int, int]] = []
+    planned = za.copy(
+        str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), dry_run=True, progress=lambda *p: seen.append(p)
+    )
+    assert (planned.chunks_copied, planned.chunks_skipped) == (9, 0) and seen[-1] == (9, 9)
+    assert planned.bytes_copied == sum(map(len, chunk_files(tmp_path / "src.zarr").values()))
+    assert not (tmp_path / "dst.zarr").exists()
+    za.copy(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"))
+    (tmp_path / "dst.zarr/foo/bar/ints/3").unlink()
+    again = za.copy(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), dry_run=True)
+    assert (again.chunks_copied, again.chunks_skipped) == (1, 8)
+    assert not (tmp_path / "dst.zarr/foo/bar/ints/3").exists()
+
+
+def test_a_group_is_not_completed_over_an_array(tmp_path: Path) -> None:
+    make_hierarchy(tmp_path / "src.zarr")
+    za.create_array(str(tmp_path / "dst.zarr"), shape=(4,), dtype="i1")[...] = 5
+    with pytest.raises(CopyError, match="an array is there"):
+        za.copy(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"))
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "dst.zarr"), mode="r")[...], [5, 5, 5, 5])
+    za.copy(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), if_exists="replace")
+    assert zarr.open_group(str(tmp_path / "dst.zarr"), mode="r").attrs["title"] == "source"
+
+
+def test_resuming_into_a_zip_rewrites_nothing_already_there(tmp_path: Path) -> None:
+    expected = make_hierarchy(tmp_path / "src.zarr", zarr_format=3)
+    target = str(tmp_path / "copy.zip")
+    first = za.copy(str(tmp_path / "src.zarr"), target)
+    again = za.copy(str(tmp_path / "src.zarr"), target)  # a zip cannot rewrite a member: nothing may be rewritten
+    assert (again.chunks_copied, again.chunks_skipped) == (0, first.chunks_copied)
+    zipped = zarr.storage.ZipStore(target, mode="r")
+    group = zarr.open_group(zipped, mode="r")
+    for name, values in expected.items():
+        np.testing.assert_array_equal(group[name][...], values)
+    zipped.close()
