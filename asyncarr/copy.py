@@ -439,42 +439,43 @@ class _Copier:
 
     async def _size_to_copy(self, task: _ChunkTask) -> int | None:
         """The stored size a run would copy for ``task`` (None: it would be skipped, the destination has it)."""
-        source, dest = task.source_store, task.dest_store
-        if not task.check:
-            return await _limited(source, source.getsize(task.source_key))
-        if self.verify:
-            value, there = await asyncio.gather(
-                _limited(source, source.get(task.source_key)), _limited(dest, dest.get(task.dest_key))
-            )
-            return None if value is None or value == there else len(value)
-        size, size_there = await asyncio.gather(
-            _limited(source, source.getsize(task.source_key)), _limited(dest, dest.getsize(task.dest_key))
+        differs, value = await self._differs(task)
+        if not differs:
+            return None
+        return (
+            len(value)
+            if value is not None
+            else await _limited(task.source_store, task.source_store.getsize(task.source_key))
         )
-        return None if size is None or size == size_there else size
 
     async def _transfer(self, task: _ChunkTask) -> int | None:
         """Bring one chunk object over; its stored size if written, None if the destination had it."""
-        source, dest = task.source_store, task.dest_store
-        value: bytes | None = None
-        if task.check:
-            if self.verify:
-                value, there = await asyncio.gather(
-                    _limited(source, source.get(task.source_key)), _limited(dest, dest.get(task.dest_key))
-                )
-                if value is None or value == there:
-                    return None
-            else:
-                size, size_there = await asyncio.gather(
-                    _limited(source, source.getsize(task.source_key)), _limited(dest, dest.getsize(task.dest_key))
-                )
-                if size is None or size == size_there:
-                    return None
+        differs, value = await self._differs(task)
+        if not differs:
+            return None
+        source = task.source_store
         if value is None:
             value = await _limited(source, source.get(task.source_key))
             if value is None:  # deleted at the source since it was listed: nothing to copy
                 return None
-        await _limited(dest, dest.set(task.dest_key, value))
+        await _limited(task.dest_store, task.dest_store.set(task.dest_key, value))
         return len(value)
+
+    async def _differs(self, task: _ChunkTask) -> tuple[bool, bytes | None]:
+        """Whether the destination lacks ``task``'s chunk or holds another size (another content with
+        ``verify``), and the source's bytes when comparing them fetched those."""
+        if not task.check:
+            return True, None
+        source, dest = task.source_store, task.dest_store
+        if self.verify:
+            value, there = await asyncio.gather(
+                _limited(source, source.get(task.source_key)), _limited(dest, dest.get(task.dest_key))
+            )
+            return value is not None and value != there, value
+        size, size_there = await asyncio.gather(
+            _limited(source, source.getsize(task.source_key)), _limited(dest, dest.getsize(task.dest_key))
+        )
+        return size is not None and size != size_there, None
 
     async def _run_reencode(self, reencode: _Reencode) -> None:
         from . import api  # same layer; api imports this module, so not at import time
