@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-import re
 import types
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -13,16 +11,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from . import config
+from .array_storage import StoredChunks
 from .block_iteration import iter_blocks
 from .chunk_cache import active_cache
 from .chunk_io import ChunkIO
 from .codecs.executor import run_in_codec_pool
 from .codecs.pipeline import CodecPipeline
 from .concurrency import for_each_concurrently
-from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError, StoreError
+from .errors import ArrayNotFoundError, ContainsGroupError, MetadataError, ReadOnlyError
 from .indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer, block_result, block_selection_slices
 from .indexing_points import CoordinateIndexer, Indexer, MaskIndexer, indexer_for
-from .info import Info, bytes_with_human_size
 from .locks import ProcessSynchronizer, ThreadSynchronizer, chunk_lock
 from .metadata import ArrayMetadataV2, ArrayMetadataV3, default_fill_value, parse_node
 from .metadata._json import canonical_json
@@ -53,14 +51,6 @@ __all__ = [
     "store_and_path",
     "with_fields",
 ]
-
-"""Most chunk keys probed one request each on a store that cannot list (HTTP).
-
-Counting or sizing what is stored (`nchunks_initialized`, `nbytes_stored`, `resize` when it
-has chunks to delete) probes every chunk key of the grid there; a grid of more chunks raises
-`StoreError` instead of sending one request per declared cell, and `info` shows those rows as
-unknown. Stores that list are not bounded by this: they cost one listing plus what is stored.
-"""
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 Synchronizer = ThreadSynchronizer | ProcessSynchronizer | None
@@ -171,7 +161,7 @@ def _array_config_settings(array_config: Any) -> dict[str, Any]:
     return settings
 
 
-class AsyncArray(PickledByConfiguration):
+class AsyncArray(StoredChunks, PickledByConfiguration):
     """A Zarr array in a store; every method that touches the store is a coroutine."""
 
     # zarr 3's runtime order, set by `with_config`: reported by `config` only (reads return C-ordered arrays).
@@ -757,159 +747,6 @@ class AsyncArray(PickledByConfiguration):
         await self.setitem(region, data)
         return new_shape
 
-    # -- inspection ---------------------------------------------------------------------------
-
-    def _chunk_key_layout(self) -> tuple[str, str]:
-        """The (prefix, separator) of this array's chunk keys, e.g. ('c/', '/') or ('', '.')."""
-        metadata = self._metadata
-        if isinstance(metadata, ArrayMetadataV2):
-            return "", metadata.dimension_separator
-        encoding = metadata.chunk_key_encoding
-        default_separator = "/" if encoding["name"] == "default" else "."
-        separator = encoding.get("configuration", {}).get("separator", default_separator)
-        return ("c" + separator if encoding["name"] == "default" else ""), separator
-
-    def _chunk_key_parser(self) -> Callable[[str], tuple[int, ...] | None]:
-        """Chunk coordinates (inside the current grid) of a key relative to the array, or None
-        for any other key; the layout is looked up once, as listings run it for every key."""
-        if self.ndim == 0:
-            only_key = self._metadata.chunk_key(())
-            return lambda relative_key: () if relative_key == only_key else None
-        prefix, separator = self._chunk_key_layout()
-        grid_shape, ndim = self._stored_grid_shape, self.ndim
-
-        def parse(relative_key: str) -> tuple[int, ...] | None:
-            if not relative_key.startswith(prefix):
-                return None
-            parts = relative_key[len(prefix) :].split(separator)
-            if len(parts) != ndim or not all(_DIGITS.fullmatch(p) for p in parts):
-                return None
-            coords = tuple(int(p) for p in parts)
-            if any(c >= g for c, g in zip(coords, grid_shape, strict=True)):
-                return None
-            return coords
-
-        return parse
-
-    def _check_probe_budget(self, operation: str) -> None:
-        """Refuse, before any request, to probe more chunk keys than ``config.max_probed_chunks``."""
-        ncells = math.prod(self._stored_grid_shape)
-        cap = config.get("max_probed_chunks")
-        if ncells > cap:
-            where = self._store.key_url(self._path) if self._path else self._store.location
-            raise StoreError(
-                f"{where}: {operation} needs the stored chunks, and {type(self._store).__name__} cannot list "
-                f"keys; probing them would take one request for each of the {ncells} chunks of the grid, "
-                f"above the cap of {cap} (asyncarr.config max_probed_chunks). "
-                "Count where the data is written, or on a copy in a store that can list"
-            )
-
-    async def _probe(self, keys: list[str], probe: Callable[[str], Any]) -> list[Any]:
-        """``probe(key)`` for every key, at most ``config.concurrency`` at once under the store's limiter."""
-        results: list[Any] = [None] * len(keys)
-        limiter = self._store.limiter
-
-        async def one(position: int) -> None:
-            async with limiter:
-                results[position] = await probe(keys[position])
-
-        if keys:
-            await for_each_concurrently(range(len(keys)), one, config.get("concurrency"))
-        return results
-
-    def _grid_keys(self) -> list[tuple[tuple[int, ...], str]]:
-        chunk_key = self._chunk_key_function()
-        return [(coords, chunk_key(coords)) for coords in itertools.product(*map(range, self._stored_grid_shape))]
-
-    async def _stored_chunks(self, operation: str) -> list[tuple[tuple[int, ...], str]]:
-        """(coordinates, key) of every stored chunk (shard): one listing, or where the store cannot
-        list, one probe per chunk of a grid of at most ``config.max_probed_chunks`` (else `StoreError`)."""
-        if not self._store.supports_listing:
-            self._check_probe_budget(operation)
-            cells = self._grid_keys()
-            found = await self._probe([key for _, key in cells], self._store.exists)
-            return [cell for cell, present in zip(cells, found, strict=True) if present]
-        parse = self._chunk_key_parser()
-        prefix = node_key(self._path, "") if self._path else ""
-        stored = []
-        async for key in self._store.list_prefix(self._path):
-            coords = parse(key[len(prefix) :])
-            if coords is not None:
-                stored.append((coords, key))
-        return stored
-
-    async def stored_chunk_keys(self) -> list[str]:
-        """The store keys of the stored chunks (shards, for a sharded array): one listing, or where the
-        store cannot list, one probe per key of a grid of at most ``config.max_probed_chunks``."""
-        return [key for _, key in await self._stored_chunks("stored_chunk_keys")]
-
-    def _chunks_per_object(self) -> int:
-        return math.prod(g // c for g, c in zip(self._grid, self.chunks, strict=True))
-
-    async def nchunks_initialized(self) -> int:
-        """How many chunks are stored (a sharded array counts every chunk of each stored shard, as zarr-python)."""
-        return len(await self._stored_chunks("nchunks_initialized")) * self._chunks_per_object()
-
-    async def _storage_summary(self, operation: str) -> tuple[int, int]:
-        """(stored chunk objects, bytes stored with the metadata documents), from one listing plus
-        one size request per stored key, or one size probe per chunk where the store cannot list."""
-        if self._store.supports_listing:
-            parse = self._chunk_key_parser()
-            prefix = node_key(self._path, "") if self._path else ""
-            keys = [key async for key in self._store.list_prefix(self._path)]
-            nobjects = sum(parse(key[len(prefix) :]) is not None for key in keys)
-            sizes = await self._probe(keys, self._store.getsize)
-            return nobjects, sum(s for s in sizes if s is not None)
-        self._check_probe_budget(operation)
-        chunk_keys = [key for _, key in self._grid_keys()]
-        # Every document an array of this format may have, not just those we would write
-        # (zarr-python writes an empty .zattrs): a missing one has no size.
-        names = ("zarr.json",) if self.zarr_format == 3 else (".zarray", ".zattrs")
-        sizes = await self._probe(chunk_keys + [node_key(self._path, name) for name in names], self._store.getsize)
-        nobjects = sum(size is not None for size in sizes[: len(chunk_keys)])
-        return nobjects, sum(s for s in sizes if s is not None)
-
-    async def nbytes_stored(self) -> int:
-        """Bytes stored for this array: metadata documents plus chunks."""
-        return (await self._storage_summary("nbytes_stored"))[1]
-
-    async def info_complete(self, type_name: str = "asyncarr.AsyncArray") -> Info:
-        """zarr 3's name for the table with stored bytes; asyncarr's ``info`` already has them, so the same table."""
-        return await self.info(type_name)
-
-    async def info(self, type_name: str = "asyncarr.AsyncArray") -> Info:
-        """The summary table shown by the Zarr tutorials (stored sizes "unknown" past ``config.max_probed_chunks``
-        on a store that cannot list)."""
-        stored: int | None = None
-        initialized: int | None = None
-        if self._store.supports_listing or math.prod(self._stored_grid_shape) <= config.get("max_probed_chunks"):
-            nobjects, stored = await self._storage_summary("info")
-            initialized = nobjects * self._chunks_per_object()
-        rows: list[tuple[str, str]] = []
-        if self._path:
-            rows.append(("Name", self.name))
-        rows += [
-            ("Type", type_name),
-            ("Zarr format", str(self.zarr_format)),
-            ("Data type", str(self.dtype)),
-            ("Shape", str(self.shape)),
-            ("Chunk shape", str(self.chunks)),
-            *((("Shard shape", str(self.shards)),) if self.shards else ()),
-            ("Order", self.order),
-            ("Read-only", str(self.read_only)),
-        ]
-        rows += [(f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters or ())]
-        rows.append(("Compressor", repr(self.compressor)))
-        store_type = type(self._store)
-        rows += [
-            ("Store type", f"{store_type.__module__}.{store_type.__qualname__}"),
-            ("No. bytes", bytes_with_human_size(self.nbytes)),
-            ("No. bytes stored", "unknown" if stored is None else bytes_with_human_size(stored)),
-            ("Storage ratio", f"{self.nbytes / stored:.1f}" if stored else "-"),
-            ("Chunks initialized", f"{'unknown' if initialized is None else initialized}/{self.nchunks}"),
-        ]
-        return Info(tuple(rows))
-
     # -- pickling: configuration only ---------------------------------------------------------------
 
     def _configuration(self) -> dict[str, Any]:
@@ -969,9 +806,6 @@ def _checked_write_empty_chunks(value: Any) -> bool | None:
     if value is not None and not isinstance(value, bool | np.bool_):
         raise TypeError(f"write_empty_chunks must be True, False or None, got {value!r}")
     return None if value is None else bool(value)
-
-
-_DIGITS = re.compile(r"[0-9]+")
 
 
 def _as_shape(shape: tuple[Any, ...]) -> tuple[int, ...]:

@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "asyncarr.block_iteration",
             "asyncarr.copy",  # the engine of `asyncarr cp` and of za.copy: below the facade, which forwards to it
             "asyncarr.array",
+            "asyncarr.array_storage",
             "asyncarr.group",
             "asyncarr.creation",
             "asyncarr.nodes",
