@@ -286,8 +286,14 @@ class ChunkIO:
     async def _write(self, indexer: Any, value: np.ndarray | None, piece_of: PieceOf, limit: int) -> None:
         if indexer.nchunks > 1:
             await self._check_partial_chunks_decode(indexer, limit)
+        # Durable writes wait on the disk for each chunk: they go through the store's own I/O threads,
+        # many flushes in flight, rather than one codec thread flushing chunk after chunk.
+        durable = getattr(self.store, "fsync", False) is True
         fast = (
-            self.store.supports_sync_io and value is not None and not isinstance(self.synchronizer, ProcessSynchronizer)
+            self.store.supports_sync_io
+            and value is not None
+            and not durable
+            and not isinstance(self.synchronizer, ProcessSynchronizer)
         )
         if fast:
             deferred: list[ChunkProjection] = []
