@@ -265,7 +265,7 @@ class _Copier:
         attributes = {} if self.without_attrs else dict(source.attrs)
         if reencode:
             self.reencodes.append(_Reencode(source, dest_store, dest_path, self._reencode_kws(dest_format), attributes))
-            self.reencode_chunks += math.prod(-(-s // c) for s, c in zip(source.shape, _grid(source), strict=True))
+            self.reencode_chunks += _stored_objects(source)
             return
         source_prefix = node_key(source.path, "") if source.path else ""
         existing: set[str] = set()
@@ -389,16 +389,15 @@ class _Copier:
 
         if progress is not None:
             progress(0, total)
-        if self.dry_run:
-            await self._count_dry_run(advance, concurrency)
-            return
-        for store, path in self.clears:
-            store._check_writable()
-            await store.delete_prefix(path)
-            forget_node(store.location, path)
+        if not self.dry_run:
+            for store, path in self.clears:
+                store._check_writable()
+                await store.delete_prefix(path)
+                forget_node(store.location, path)
+        bring_over = self._size_to_copy if self.dry_run else self._transfer
 
         async def transfer(task: _ChunkTask) -> None:
-            copied = await self._transfer(task)
+            copied = await bring_over(task)
             if copied is None:
                 self.chunks_skipped += 1
             else:
@@ -408,34 +407,19 @@ class _Copier:
 
         await for_each_concurrently(self.tasks, transfer, concurrency)
         for reencode in self.reencodes:
-            await self._run_reencode(reencode)
-            chunks = math.prod(-(-s // c) for s, c in zip(reencode.source.shape, _grid(reencode.source), strict=True))
+            if not self.dry_run:
+                await self._run_reencode(reencode)
+            chunks = _stored_objects(reencode.source)
             self.chunks_copied += chunks
             advance(chunks)
+        if self.dry_run:
+            return
         for write in self.node_writes:
             if write.stale_keys:
                 await write.dest_store.delete_many(write.stale_keys)
             forget_node(write.dest_store.location, write.dest_path)  # its chunks were rewritten
         for write in self.node_writes:  # parents before children: planned in that order
             await write_documents(write.dest_store, write.dest_path, write.changed_documents())
-
-    async def _count_dry_run(self, advance: Callable[..., None], concurrency: int) -> None:
-        """Count what a run would copy and skip (sizes or, with ``verify``, contents compared); write nothing."""
-
-        async def judge(task: _ChunkTask) -> None:
-            size = await self._size_to_copy(task)
-            if size is None:
-                self.chunks_skipped += 1
-            else:
-                self.chunks_copied += 1
-                self.bytes_copied += size
-            advance()
-
-        await for_each_concurrently(self.tasks, judge, concurrency)
-        for reencode in self.reencodes:
-            chunks = math.prod(-(-s // c) for s, c in zip(reencode.source.shape, _grid(reencode.source), strict=True))
-            self.chunks_copied += chunks
-            advance(chunks)
 
     async def _size_to_copy(self, task: _ChunkTask) -> int | None:
         """The stored size a run would copy for ``task`` (None: it would be skipped, the destination has it)."""
@@ -500,9 +484,10 @@ async def _limited(store: Store, request: Any) -> Any:
         return await request
 
 
-def _grid(array: AsyncArray) -> tuple[int, ...]:
-    """The shape of one stored object (a shard, or a chunk)."""
-    return array.shards or array.chunks
+def _stored_objects(array: AsyncArray) -> int:
+    """How many stored objects (shards, or chunks) the array's grid has."""
+    grid = array.shards or array.chunks
+    return math.prod(-(-size // block) for size, block in zip(array.shape, grid, strict=True))
 
 
 async def _fully_initialized(store: Store, path: str) -> bool:
