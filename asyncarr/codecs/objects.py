@@ -21,7 +21,6 @@ import math
 import re
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from asyncarr import config
@@ -83,6 +82,10 @@ def _json_list(text: str, decoder: json.JSONDecoder, most: int) -> list[Any]:
 def _msgpack_list(raw: memoryview, raw_strings: bool, most: int) -> list[Any]:
     """Unpack a MessagePack array, refusing one that declares more than `most` items before they are
     unpacked (msgpack bounds every container and string inside by the buffer's own length)."""
+    try:
+        import msgpack  # only MsgPack object arrays need it: not a dependency of asyncarr itself
+    except ImportError as exc:
+        raise ImportError("reading a MsgPack object array needs the msgpack package: pip install msgpack") from exc
     unpacker = msgpack.Unpacker(raw=raw_strings, use_list=True, max_buffer_size=max(raw.nbytes, 1))
     unpacker.feed(raw)
     declared = unpacker.read_array_header()
