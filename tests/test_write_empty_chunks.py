@@ -254,3 +254,26 @@ def test_same_stored_chunks_as_zarr_python(tmp_path: Path, zarr_format: int, wri
     assert len(chunk_files(tmp_path / "asyncarr")) == (NCHUNKS if write_empty else 1)
     np.testing.assert_array_equal(ours[:], theirs[:])
     assert ours.nchunks_initialized == theirs.nchunks_initialized
+
+
+@pytest.mark.parametrize("fill", [0.0, float("nan")])
+def test_an_inner_chunk_starting_with_the_fill_value_is_still_stored(tmp_path: Path, fill: float) -> None:
+    # The shard encoder screens inner chunks by their first element: one that starts with the fill
+    # value but holds anything else must be kept; one that is all fill is left out, as zarr-python does.
+    data = np.full((8, 8), fill, dtype="f4")
+    data[0, 1] = 5.0  # inner chunk (0, 0): first element fill, one other value
+    data[4:, 4:] = 2.0  # inner chunk (1, 1): no fill at all
+    ours = za.create_array(
+        str(tmp_path / "ours"), shape=(8, 8), chunks=(4, 4), shards=(8, 8), dtype="f4", fill_value=fill
+    )
+    ours[...] = data
+    theirs = zarr.create_array(
+        str(tmp_path / "theirs"), shape=(8, 8), chunks=(4, 4), shards=(8, 8), dtype="f4", fill_value=fill
+    )
+    theirs[...] = data
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours"), mode="r")[...], data)
+    shard = (tmp_path / "ours/c/0/0").read_bytes()
+    index = np.frombuffer(shard[-(4 * 16 + 4) : -4], dtype="<u8").reshape(2, 2, 2)
+    stored = index[..., 0] != np.iinfo(np.uint64).max
+    assert stored.tolist() == [[True, False], [False, True]]
+    assert shard == (tmp_path / "theirs/c/0/0").read_bytes()

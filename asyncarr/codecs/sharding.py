@@ -120,15 +120,30 @@ def _fill_scalar(dtype: np.dtype, fill_value: Any) -> Any:
 
 
 def _fill_mask(array: np.ndarray, fill: Any, inner_shape: tuple[int, ...]) -> np.ndarray:
-    """For each inner chunk of `array` (a whole shard), whether all its elements equal `fill`."""
+    """For each inner chunk of `array` (a whole shard), whether all its elements equal `fill`.
+
+    Only inner chunks whose first element is the fill value are compared whole: for most data
+    that is none of them, and the check costs one element per inner chunk instead of a boolean
+    copy of the whole shard (76 ms for four 64 MiB shards).
+    """
     blocked_shape = [n for cells, inner in zip(array.shape, inner_shape, strict=True) for n in (cells // inner, inner)]
     blocks = array.reshape(blocked_shape)
-    equal = blocks == fill
-    if array.dtype.kind in "fc" and np.isnan(fill):
-        equal |= np.isnan(blocks)
-    elif array.dtype.kind in "mM" and np.isnat(fill):
-        equal |= np.isnat(blocks)
-    return equal.all(axis=tuple(range(1, 2 * array.ndim, 2)))
+    firsts = blocks[tuple(slice(None) if axis % 2 == 0 else 0 for axis in range(2 * array.ndim))]
+    mask = _equals_fill(firsts, fill)
+    for coords in np.argwhere(mask):
+        region = tuple(slice(c * inner, (c + 1) * inner) for c, inner in zip(coords.tolist(), inner_shape, strict=True))
+        mask[tuple(coords)] = _equals_fill(array[region], fill).all()
+    return mask
+
+
+def _equals_fill(values: np.ndarray, fill: Any) -> np.ndarray:
+    """Element-wise: equal to `fill`, NaN matching a NaN fill and NaT a NaT fill."""
+    equal = np.asarray(values == fill)
+    if values.dtype.kind in "fc" and np.isnan(fill):
+        equal |= np.isnan(values)
+    elif values.dtype.kind in "mM" and np.isnat(fill):
+        equal |= np.isnat(values)
+    return equal
 
 
 @register_codec
