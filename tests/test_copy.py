@@ -19,6 +19,7 @@ import pytest
 import zarr
 from emulators import s3
 from emulators.http import request_log, serve_directory
+from test_cloud_stores import CLOUDS, Cloud
 
 import asyncarr
 import asyncarr.sync as za
@@ -415,3 +416,16 @@ def test_resuming_into_a_zip_rewrites_nothing_already_there(tmp_path: Path) -> N
     for name, values in expected.items():
         np.testing.assert_array_equal(group[name][...], values)
     zipped.close()
+
+
+@pytest.mark.parametrize("cloud", CLOUDS, ids=[c.name for c in CLOUDS])
+def test_copy_to_every_cloud_and_back(tmp_path: Path, cloud: Cloud) -> None:
+    # Up with the writers' URL and options, back down from what readers open (HTTP: a served directory).
+    expected = make_hierarchy(tmp_path / "src.zarr", zarr_format=3)
+    place = cloud.place(tmp_path)
+    up = za.copy(str(tmp_path / "src.zarr"), place.write_url, dest_storage_options=place.write_options)
+    cloud.publish(place)
+    down = za.copy(place.url, str(tmp_path / "back.zarr"), source_storage_options=place.options)
+    assert up.chunks_copied == down.chunks_copied == 9
+    assert chunk_files(tmp_path / "back.zarr") == chunk_files(tmp_path / "src.zarr")
+    assert_same_in_zarr_python(tmp_path / "back.zarr", expected, {"title": "source"})
