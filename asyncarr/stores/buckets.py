@@ -7,10 +7,14 @@ have forms of their own, shares only `check_storage_options`.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from .base import Store, _normalize_prefix, validate_key
+from .counting import recorder_of
+from .retry import Failure, call_with_retries
+
+_T = TypeVar("_T")
 
 __all__ = ["BucketStore", "check_storage_options", "split_bucket_url"]
 
@@ -79,6 +83,30 @@ class BucketStore(Store):
             for name in names:
                 if not name.endswith("/"):  # folder markers made by other tools are not keys
                     yield name[start:]
+
+    @abc.abstractmethod
+    def _classify_failure(self, exc: BaseException) -> Failure:
+        """How the driver's retry policy counts one failed attempt."""
+
+    @abc.abstractmethod
+    def _denied_hint(self) -> str:
+        """What to say after "access denied": how to pass credentials, or to read anonymously."""
+
+    def _retrying(
+        self, attempt: Callable[[], Awaitable[_T]], key: str, action: str, op: str, *, sent: int = 0
+    ) -> Awaitable[_T]:
+        """``attempt`` run under the network policy: retried, bounded, counted and limited, errors naming ``key``."""
+        return call_with_retries(
+            attempt,
+            url=self.key_url(key),
+            classify=self._classify_failure,
+            action=action,
+            denied_hint=self._denied_hint(),
+            op=op,
+            metrics=recorder_of(self),
+            limiter=self.limiter,
+            sent=sent,
+        )
 
     def _object_name(self, key: str) -> str:
         """The name of the object holding ``key``."""

@@ -19,7 +19,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -34,8 +34,7 @@ from .. import config
 from .base import ByteRange, _normalize_prefix
 from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import PerLoopClients
-from .counting import recorder_of
-from .retry import Failure, call_with_retries, connect_failure
+from .retry import Failure, connect_failure
 from .url import STORE_SCHEMES, check_endpoint_url
 
 __all__ = ["GCSStore"]
@@ -277,21 +276,13 @@ class GCSStore(BucketStore):
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _retrying(
-        self, attempt: Callable[[], Awaitable[_T]], key: str, action: str, op: str, *, sent: int = 0
-    ) -> Awaitable[_T]:
-        hint = _ANON_HINT if self.anonymous else _PUBLIC_HINT
-        return call_with_retries(
-            attempt,
-            url=self.key_url(key),
-            classify=_classify,
-            action=action,
-            denied_hint=hint,
-            op=op,
-            metrics=recorder_of(self),
-            limiter=self.limiter,
-            sent=sent,
-        )
+    def _classify_failure(self, exc: BaseException) -> Failure:
+        """gcsfs's and aiohttp's errors as retry kinds (``_classify``, below)."""
+        return _classify(exc)
+
+    def _denied_hint(self) -> str:
+        """What to pass for public data, or that an anonymous request was refused."""
+        return _ANON_HINT if self.anonymous else _PUBLIC_HINT
 
     async def _metadata(self, key: str) -> dict[str, Any] | None:
         name = self._object_name(key)

@@ -26,7 +26,7 @@ import os
 import re
 import ssl
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -44,8 +44,7 @@ from .. import config
 from .base import ByteRange, _normalize_prefix, _range_header
 from .buckets import BucketStore, check_storage_options, split_bucket_url
 from .clients import shared_clients
-from .counting import recorder_of
-from .retry import ShortBodyError, call_with_retries
+from .retry import Failure, ShortBodyError
 from .s3_errors import REGION_REDIRECTS, RedirectNotFollowedError, S3ResponseError, classify
 from .sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_uri
 from .url import STORE_SCHEMES, check_endpoint_url
@@ -471,21 +470,13 @@ class S3Store(BucketStore):
 
     # -- object requests: aiohttp and sigv4 ---------------------------------------------------------
 
-    def _retrying(
-        self, attempt: Callable[[], Awaitable[_T]], key: str, action: str, op: str, *, sent: int = 0
-    ) -> Awaitable[_T]:
-        hint = _PRIVATE_HINT if self._anon else _PUBLIC_HINT
-        return call_with_retries(
-            attempt,
-            url=self.key_url(key),
-            classify=classify,
-            action=action,
-            denied_hint=hint,
-            op=op,
-            metrics=recorder_of(self),
-            limiter=self.limiter,
-            sent=sent,
-        )
+    def _classify_failure(self, exc: BaseException) -> Failure:
+        """S3's answers and aiohttp's errors as retry kinds (`asyncarr.stores.s3_errors.classify`)."""
+        return classify(exc)
+
+    def _denied_hint(self) -> str:
+        """Credentials for a private bucket; for a public one, that it may be read anonymously."""
+        return _PRIVATE_HINT if self._anon else _PUBLIC_HINT
 
     async def _exchange(
         self,
