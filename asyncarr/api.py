@@ -233,7 +233,8 @@ async def open(  # noqa: A001 - the documented name
     """Open whatever is there; create an array if ``shape`` is given, else a group."""
     mode = _check_mode(mode)
     resolved, path = _resolve(store, mode, storage_options, path)
-    documents = await read_documents(resolved, path, zarr_format, consolidated=True) if mode != "w" else {}
+    opening = mode in ("r", "r+", "a")  # the creating modes check what is there themselves
+    documents = await read_documents(resolved, path, zarr_format, consolidated=True) if opening else {}
     if mode in ("r", "r+") or (mode == "a" and _node_exists(documents)):
         node = await open_node(resolved, path, read_only=(mode == "r"), documents=documents)
         synchronizer = kwargs.get("synchronizer")

@@ -199,7 +199,6 @@ class _Copier:
         self.clears: list[tuple[Store, str]] = []
         self.node_writes: list[_NodeWrite] = []
         self.reencodes: list[_Reencode] = []
-        self.reencode_chunks = 0
 
     # -- planning ---------------------------------------------------------------------------------
 
@@ -265,7 +264,6 @@ class _Copier:
         attributes = {} if self.without_attrs else dict(source.attrs)
         if reencode:
             self.reencodes.append(_Reencode(source, dest_store, dest_path, self._reencode_kws(dest_format), attributes))
-            self.reencode_chunks += _stored_objects(source)
             return
         source_prefix = node_key(source.path, "") if source.path else ""
         existing: set[str] = set()
@@ -373,7 +371,7 @@ class _Copier:
     @property
     def total_chunks(self) -> int:
         """Chunk objects the run will bring over or check."""
-        return len(self.tasks) + self.reencode_chunks
+        return len(self.tasks) + sum(_stored_objects(reencode.source) for reencode in self.reencodes)
 
     # -- running ------------------------------------------------------------------------------------
 
