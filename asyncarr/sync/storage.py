@@ -217,7 +217,20 @@ class NestedDirectoryStore(DirectoryStore):
         super().__init__(path, normalize_keys=normalize_keys, dimension_separator="/")
 
 
-class FsspecStore(_WrapperStore):
+class _ClosesWhatItWraps:
+    """``close()`` of a wrapping store: closes the wrapped one now (in async code: returns the close to await)."""
+
+    inner: Store
+
+    def close(self) -> Coroutine[Any, Any, None]:
+        """Close the wrapped store now (in async code: returns the close to await)."""
+        return _close_now(self.inner.close())
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class FsspecStore(_ClosesWhatItWraps, _WrapperStore):
     """zarr 3's ``FsspecStore``, opened with ``FsspecStore.from_url``: asyncarr's own store for the URL."""
 
     def __init__(self, store: Store, *, read_only: bool | None = None) -> None:
@@ -242,15 +255,8 @@ class FsspecStore(_WrapperStore):
         """The URL of the store's root."""
         return self.inner.location
 
-    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
-        """Close the store's connections now (in async code: returns the close to await)."""
-        return _close_now(self.inner.close())
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class LRUStoreCache(_LRUStoreCache):
+class LRUStoreCache(_ClosesWhatItWraps, _LRUStoreCache):
     """zarr 2's ``LRUStoreCache(store, max_size)``: values (up to ``max_size`` bytes) and listings cached."""
 
     def __init__(self, store: Store | MutableMapping[str, bytes] | str, max_size: int | None) -> None:
@@ -260,37 +266,16 @@ class LRUStoreCache(_LRUStoreCache):
                 raise ValueError("LRUStoreCache wraps a whole store; open the node inside it with path=")
         super().__init__(store, max_size)
 
-    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
-        """Close the wrapped store now (in async code: returns the close to await)."""
-        return _close_now(self.inner.close())
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class WrapperStore(_WrapperStore):
+class WrapperStore(_ClosesWhatItWraps, _WrapperStore):
     """zarr 3's ``WrapperStore(store)``: passes every call to ``store``; subclass it to change some."""
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
 
-    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
-        """Close the wrapped store now (in async code: returns the close to await)."""
-        return _close_now(self.inner.close())
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class LoggingStore(_LoggingStore):
+class LoggingStore(_ClosesWhatItWraps, _LoggingStore):
     """zarr 3's ``LoggingStore(store, log_level="DEBUG", log_handler=None)``: every call logged and counted."""
-
-    def close(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
-        """Close the wrapped store now (in async code: returns the close to await)."""
-        return _close_now(self.inner.close())
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class TempStore(DirectoryStore):
