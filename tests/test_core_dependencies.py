@@ -26,6 +26,7 @@ OPTIONAL = [
     "fsspec",
     "zarrs",
     "obstore",
+    "blosc2",
 ]
 
 _CHILD = textwrap.dedent(
@@ -46,6 +47,12 @@ _CHILD = textwrap.dedent(
     z = za.create_array(sys.argv[2], shape=(6, 4), chunks=(3, 2), dtype="i4")
     z[...] = np.arange(24).reshape(6, 4)
     assert (za.open_array(sys.argv[2], mode="r")[...] == np.arange(24).reshape(6, 4)).all()
+    from asyncarr.codecs.blosc_frames import fast_decoder_available
+    assert not fast_decoder_available()  # small Blosc chunks then decode with numcodecs alone
+    small = za.create_array(sys.argv[2] + "-blosc", shape=(64, 64), chunks=(8, 8), dtype="u2",
+                            compressors=[za.codecs.BloscCodec(cname="zstd", clevel=1)])
+    small[...] = np.arange(4096, dtype="u2").reshape(64, 64)
+    assert (small[...] == np.arange(4096, dtype="u2").reshape(64, 64)).all()
     za.copy(sys.argv[2], sys.argv[2] + "-copy")
     assert asyncarr.cli.main(["info", sys.argv[2] + "-copy", "--json"]) in (0, None)
     print("core ok")

@@ -27,6 +27,7 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
 from asyncarr.codecs.allowlist import DATA_OBJECT_CODEC_IDS, OBJECT_LIST_CODEC_IDS, VARIABLE_LENGTH_CODEC_IDS
+from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
 from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.objects import decode_categories, decode_object_list
 from asyncarr.codecs.registry import codec_from_v2_config
@@ -207,20 +208,28 @@ class _PlainChainDecoder:
         self._shape = chunk_shape
         self._dtype = dtype
         self._nbytes = math.prod(chunk_shape) * dtype.itemsize
+        # c-blosc2 for small frames when it is installed (`asyncarr.codecs.blosc_frames`).
+        self._blosc2 = blosc_framed and fast_decoder_available()
 
     def into(self, data: Buffer, destination: np.ndarray) -> None:
         """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype."""
         if self._blosc_framed:
-            blosc.decompress(check_blosc_frame(data, self._nbytes), destination)
+            frame = check_blosc_frame(data, self._nbytes)
+            if not (self._blosc2 and decompress_into_address(frame, destination.ctypes.data, self._nbytes)):
+                blosc.decompress(frame, destination)
         else:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
 
     def array(self, data: Buffer) -> np.ndarray:
-        """Decode into a new read-only array of the chunk (raw bytes are not copied)."""
+        """Decode into a new array of the chunk, read-only where it is the raw bytes themselves (not copied)."""
         if self._blosc_framed:
+            frame = check_blosc_frame(data, self._nbytes)
+            if self._blosc2:
+                chunk = np.empty(self._shape, dtype=self._dtype)
+                if decompress_into_address(frame, chunk.ctypes.data, self._nbytes):
+                    return chunk
             # Without a destination numcodecs allocates the bytes itself, and skips the checks
             # it makes of a destination array: cheaper for small chunks that are copied anyway.
-            frame = check_blosc_frame(data, self._nbytes)
             return np.frombuffer(blosc.decompress(frame), dtype=self._dtype).reshape(self._shape)
         return self._raw(data).view(self._dtype).reshape(self._shape)
 
@@ -308,7 +317,7 @@ def naming_url(error: CodecError, key: str, url: str) -> CodecError:
     """The same failure, naming the chunk by the user's `url` rather than its store `key`."""
     message = str(error)
     prefix = f"chunk {key}"
-    message = f"chunk {url}{message[len(prefix):]}" if message.startswith(prefix) else f"{url}: {message}"
+    message = f"chunk {url}{message[len(prefix) :]}" if message.startswith(prefix) else f"{url}: {message}"
     renamed = CodecError(message)
     renamed.__cause__ = error.__cause__
     return renamed

@@ -1,0 +1,132 @@
+"""Small Blosc frames decoded by c-blosc2, when the optional ``blosc2`` package is installed.
+
+numcodecs decodes Blosc with c-blosc 1, which sets up a new Zstandard context on every call:
+12 us for a 2 KiB chunk, of which the decoding proper is about 2 us. c-blosc2 reads the same
+Blosc 1 frames and keeps its context between calls, so for arrays of many small chunks it is
+the difference between decoding and setting up to decode (``docs/performance.md``, round 4).
+
+The library is called through ctypes, not through python-blosc2's Python module: that module
+takes 0.2 s to import, its ``decompress`` holds the GIL while it works, and it passes no
+length for the source, so the library would trust the frame's own header for how far to read.
+Here ``blosc2_decompress`` gets the real length of the bytes (a frame whose offsets point
+past its end is refused, not read beyond), runs without the GIL, and serializes callers on
+c-blosc2's own lock.
+
+Only frames whose result cannot differ from numcodecs' are sent to it: Blosc 1 headers
+(format version 2, codec format version 1), one block (c-blosc2 then decodes on the calling thread and never
+wakes its thread pool), no flag that c-blosc2 reads differently from c-blosc 1 (delta, or
+shuffle and bitshuffle together, which it takes for its extended header), a codec both
+know, and compressed streams of positive sizes (c-blosc2 takes a size of zero or below for
+a run of one byte, where c-blosc 1 refuses the frame). Anything else, and any frame c-blosc2
+refuses, goes to numcodecs, whose answer (the chunk, or its error) is then the answer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import sys
+import threading
+from typing import Any
+
+__all__ = ["decompress_into_address", "fast_decoder_available"]
+
+_HEADER_BYTES = 16
+_SHUFFLE, _MEMCPYED, _BITSHUFFLE, _DELTA = 0x01, 0x02, 0x04, 0x08
+_SNAPPY = 2  # the codec code c-blosc2 no longer builds
+_BLOSC1_FORMATS = (2,)  # what c-blosc 1 writes; older frames are left to it
+
+_load_lock = threading.Lock()
+_decompress: Any = None
+_loaded = False
+
+
+def _library_paths() -> list[str]:
+    """Where the blosc2 package's wheels put libblosc2 (in the package since 3.x, beside the environment before)."""
+    try:
+        spec = importlib.util.find_spec("blosc2")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or spec.origin is None:
+        return []
+    package = os.path.dirname(spec.origin)
+    places = [os.path.join(package, "lib"), os.path.join(package, "lib64")]
+    places += [os.path.join(sys.prefix, "lib64"), os.path.join(sys.prefix, "lib")]
+    names = ("libblosc2.so*", "libblosc2*.dylib", "blosc2.dll", "libblosc2.dll")
+    return [path for place in places for name in names for path in sorted(glob.glob(os.path.join(place, name)))]
+
+
+def _load() -> Any:
+    """``blosc2_decompress`` from libblosc2, or None when the package (or its library) is not there."""
+    global _decompress, _loaded
+    with _load_lock:
+        if _loaded:
+            return _decompress
+        _loaded = True
+        for path in _library_paths():
+            try:
+                library = ctypes.CDLL(path)
+                function = library.blosc2_decompress
+                library.blosc2_init.argtypes = []
+                library.blosc2_init.restype = None
+            except (OSError, AttributeError):
+                continue
+            function.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32]
+            function.restype = ctypes.c_int
+            library.blosc2_init()  # idempotent; python-blosc2, if imported too, shares this library's state
+            _decompress = function
+            break
+        return _decompress
+
+
+def fast_decoder_available() -> bool:
+    """Whether c-blosc2 was found (the ``fast`` extra installs it)."""
+    return (_decompress if _loaded else _load()) is not None
+
+
+def decompress_into_address(frame: bytes, address: int, nbytes: int) -> bool:
+    """Decode the Blosc frame ``frame`` into the ``nbytes`` writable bytes at ``address``;
+    False, with the bytes there undefined, when the frame is not one for c-blosc2 or it refused
+    it (the caller then decodes with numcodecs).
+
+    ``frame`` must already have been checked to declare ``nbytes`` decoded bytes and exactly
+    ``len(frame)`` compressed ones (`asyncarr.codecs.bounded.check_blosc_frame`).
+    """
+    decompress = _decompress if _loaded else _load()
+    if decompress is None or type(frame) is not bytes or len(frame) < _HEADER_BYTES:
+        return False
+    flags = frame[2]
+    if (
+        frame[0] not in _BLOSC1_FORMATS
+        or frame[1] != 1  # the codec's format version: c-blosc 1 knows only 1 for every codec
+        or not frame[3]
+        or nbytes % frame[3]  # an item size that does not divide the chunk: the two libraries' leftovers differ
+        or flags & _DELTA
+        or (flags & _SHUFFLE and flags & _BITSHUFFLE)
+        or flags >> 5 == _SNAPPY
+        or flags >> 5 > 4
+        or nbytes != int.from_bytes(frame[8:12], "little")  # one block: c-blosc 1 sets its size to the chunk's
+        or not (flags & _MEMCPYED or _streams_tile(frame))
+    ):
+        return False
+    return decompress(frame, len(frame), address, nbytes) == nbytes
+
+
+def _streams_tile(frame: bytes) -> bool:
+    """Whether the one block of ``frame`` is compressed streams of positive sizes that end where the frame does.
+
+    c-blosc2 reads a stream size of zero or below as a run of one byte value, which Blosc 1 never
+    writes: c-blosc 1 refuses such a frame, c-blosc2 would fill the chunk with that byte.
+    """
+    position = int.from_bytes(frame[16:20], "little", signed=True)
+    if position < _HEADER_BYTES + 4:
+        return False
+    end = len(frame)
+    while position < end:
+        size = int.from_bytes(frame[position : position + 4], "little", signed=True)
+        if size <= 0:
+            return False
+        position += 4 + size
+    return position == end
