@@ -272,20 +272,23 @@ class ChunkIO:
     async def write(self, indexer: Any, value: np.ndarray | None, piece_of: PieceOf) -> None:
         """Write into the selection ``indexer`` describes: from ``value`` (laid out like the
         indexer's buffer), or, when ``value`` is None, from ``piece_of(projection)``."""
-        limit = min(config.get("concurrency"), max(1, indexer.nchunks))
-        self.forget_shared_decodes(indexer)
-        written = [self.chunk_key(p.chunk_coords) for p in indexer] if active_cache() is not None else []
+        projections = list(indexer)  # walked several times below: made once
+        limit = min(config.get("concurrency"), max(1, len(projections)))
+        self.forget_shared_decodes(projections)
+        written = [self.chunk_key(p.chunk_coords) for p in projections] if active_cache() is not None else []
         # Dropped before the write and again after it: a read that fetched the old bytes meanwhile
         # cannot put them back (the cache's epoch moved on), and one that began before is gone.
         self.forget_cached(written)
         try:
-            await self._write(indexer, value, piece_of, limit)
+            await self._write(projections, value, piece_of, limit)
         finally:
             self.forget_cached(written)
 
-    async def _write(self, indexer: Any, value: np.ndarray | None, piece_of: PieceOf, limit: int) -> None:
-        if indexer.nchunks > 1:
-            await self._check_partial_chunks_decode(indexer, limit)
+    async def _write(
+        self, projections: list[ChunkProjection], value: np.ndarray | None, piece_of: PieceOf, limit: int
+    ) -> None:
+        if len(projections) > 1:
+            await self._check_partial_chunks_decode(projections, limit)
         # Durable writes wait on the disk for each chunk: they go through the store's own I/O threads,
         # many flushes in flight, rather than one codec thread flushing chunk after chunk.
         durable = getattr(self.store, "fsync", False) is True
@@ -297,17 +300,15 @@ class ChunkIO:
         )
         if fast:
             deferred: list[ChunkProjection] = []
-            await self._run_batches(list(indexer), self._worker_count(), self._write_batch, value, deferred)
-            projections: Any = deferred  # chunks another writer held: take turns on the async path
-        else:
-            projections = indexer
+            await self._run_batches(projections, self._worker_count(), self._write_batch, value, deferred)
+            projections = deferred  # chunks another writer held: take turns on the async path
 
         async def write(projection: ChunkProjection) -> None:
             await self._write_chunk(projection, await piece_of(projection))
 
         await for_each_concurrently(projections, write, limit)
 
-    async def _check_partial_chunks_decode(self, indexer: Any, limit: int) -> None:
+    async def _check_partial_chunks_decode(self, projections: list[ChunkProjection], limit: int) -> None:
         # A write touching several chunks must not leave some written when a damaged chunk it
         # has to read-modify-write fails to decode: decode those first, before writing any.
         store = self.store
@@ -319,7 +320,7 @@ class ChunkIO:
             if data is not None:
                 await run_in_codec_pool(self.pipeline.decode, data, self.grid, store.key_url(key))
 
-        partial = (p for p in indexer if not p.is_complete_chunk)
+        partial = [p for p in projections if not p.is_complete_chunk]
         await for_each_concurrently(partial, check, limit)
 
     def _write_batch(
@@ -380,6 +381,8 @@ class ChunkIO:
     def forget_shared_decodes(self, projections: Iterable[ChunkProjection]) -> None:
         """Reads starting from now must not join a decode of a chunk a write is about to change."""
         in_flight = _chunks_in_flight()
+        if not in_flight:  # no read is sharing a decode: nothing to forget (the common case)
+            return
         for projection in projections:
             in_flight.pop((self.store.location, self.chunk_key(projection.chunk_coords)), None)
 

@@ -212,6 +212,8 @@ def _setting_name(key: str) -> str | None:
 def get(name: str) -> Any:
     """Return the value of one setting, by asyncarr name or zarr dotted key (``"async.concurrency"``);
     a zarr section (``"async"``) gives the dict of its keys that asyncarr understands."""
+    if name in _VALIDATORS:  # asyncarr's own names, read per chunk on hot paths: no scan of the zarr keys
+        return getattr(_settings, name)
     section = {key[len(name) + 1 :]: value for key, value in ZARR_KEYS.items() if key.startswith(name + ".")}
     if section and name not in _VALIDATORS:
         return {key: getattr(_settings, setting) for key, setting in section.items()}

@@ -386,8 +386,8 @@ class LocalStore(Store):
     def _write_file(self, path: str, key: str, value: bytes) -> None:
         # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
         self._check_parent_inside(path, key, "write")
-        directory = os.path.dirname(path)
-        temp_path = os.path.join(directory, _TEMP_PREFIX + os.urandom(8).hex())
+        directory = path[: path.rindex(os.sep)]  # paths are root + os.sep + key: no need for os.path's generality
+        temp_path = directory + os.sep + _TEMP_PREFIX + os.urandom(8).hex()
         durable = self.fsync
         new_directory = durable and not os.path.isdir(directory)
         try:
