@@ -386,6 +386,14 @@ class ShardingCodec(ArrayBytesCodec):
         """Encode a whole shard; inner chunks equal to the fill value are left out (as absent)
         unless the writing array's ``write_empty_chunks`` (by default ``config.write_empty_chunks``) is set.
         A shard of nothing but fill is just an index."""
+        return bytes(self.encode_buffer(array, spec))
+
+    def encode_buffer(self, array: np.ndarray, spec: ChunkSpec) -> memoryview:
+        """`encode`, as a view of the one buffer the shard was laid out in (no copy into `bytes`).
+
+        For a caller that can write any buffer (a local file): the copy into `bytes` faults in a
+        shard's worth of new pages, about a third of the CPU of encoding one of W6's shards.
+        """
         self._check_spec(spec)
         if not self.index_within_cap:
             raise ValueError(self._index_too_large())
@@ -395,18 +403,80 @@ class ShardingCodec(ArrayBytesCodec):
         if not _write_empty_inner_chunks():
             kept = ~_fill_mask(array, self.fill_value, self.inner_chunk_shape).ravel()
             order = order[kept[order]]
-        pieces: list[bytes] = []
-        offset = self.index_nbytes if self.index_location == "start" else 0
         stored_coords = np.stack(np.unravel_index(order, self.chunks_per_shard), axis=-1).tolist()
+        at_start = self.index_location == "start"
+        body = _Body(array.nbytes + 16 * len(order) + self.index_nbytes)
+        if at_start:
+            body.reserve(self.index_nbytes)  # the index goes here once the offsets are known
+        offset = body.size
+        # Inner chunks not laid out contiguously in the shard go through one reused buffer: a new
+        # array per inner chunk costs the page faults of fresh memory, more than the copy itself.
+        scratch: np.ndarray | None = None
         for position, coords in zip(order.tolist(), stored_coords, strict=True):
+            inner = array[self.inner_region(coords)]
+            if not inner.flags.c_contiguous:
+                if scratch is None:
+                    scratch = np.empty(self.inner_chunk_shape, dtype=array.dtype)
+                np.copyto(scratch, inner)
+                inner = scratch
             try:
-                encoded = self.inner_pipeline.encode(array[self.inner_region(coords)], "")
+                encoded = self.inner_pipeline.encode(inner, "")
             except CodecError as exc:
                 raise ValueError(f"inner chunk {tuple(coords)}: {exc.__cause__}") from exc.__cause__
             entries[position] = (offset, len(encoded))
             offset += len(encoded)
-            pieces.append(encoded)
+            body.append(encoded)
+            del encoded  # freed now, so the next inner chunk's encoding reuses its memory
         index_bytes = self.index_pipeline.encode(index, "index")
-        if self.index_location == "start":
-            return b"".join((index_bytes, *pieces))
-        return b"".join((*pieces, index_bytes))
+        if at_start:
+            body.write_at(0, index_bytes)
+        else:
+            body.append(index_bytes)
+        return body.view()
+
+
+class _Body:
+    """The encoded inner chunks of a shard laid end to end in one buffer, which grows when it must.
+
+    Each encoded inner chunk is copied in and can be released at once, so the allocator hands its
+    memory to the next one: keeping every piece until a final join faulted in a shard's worth of
+    new pages on top of the join's own (about a quarter of W6's encoding time, issue 15).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        # Pages of an np.empty are only faulted in where written; NumPy asks for huge pages.
+        self._buffer = np.empty(max(capacity, 1), dtype=np.uint8)
+        self._used = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes laid out so far."""
+        return self._used
+
+    def reserve(self, nbytes: int) -> None:
+        """Leave `nbytes` bytes to be written later with `write_at`."""
+        self._grow_to(self._used + nbytes)
+        self._used += nbytes
+
+    def append(self, data: Buffer) -> None:
+        """Copy `data` after what is there."""
+        source = np.frombuffer(data, dtype=np.uint8)
+        end = self._used + len(source)
+        self._grow_to(end)
+        self._buffer[self._used : end] = source
+        self._used = end
+
+    def write_at(self, offset: int, data: Buffer) -> None:
+        """Copy `data` over reserved bytes from `offset`."""
+        source = np.frombuffer(data, dtype=np.uint8)
+        self._buffer[offset : offset + len(source)] = source
+
+    def view(self) -> memoryview:
+        """The bytes laid out so far, as a view of the buffer (no copy)."""
+        return memoryview(self._buffer)[: self._used]
+
+    def _grow_to(self, nbytes: int) -> None:
+        if nbytes > len(self._buffer):
+            grown = np.empty(max(2 * len(self._buffer), nbytes), dtype=np.uint8)
+            grown[: self._used] = self._buffer[: self._used]
+            self._buffer = grown
