@@ -1,13 +1,20 @@
-"""The floor of W2 in Python: the least any Python client using numcodecs can take for it.
+"""The floor of W2 in Python: the least any Python client using numcodecs (or c-blosc2) can take for it.
 
 ``python -m benchmarks.python_floor [--repeats N]`` times, on W2's data (2048 x 2048 uint16,
 chunks 32 x 32, Blosc zstd 1, v2 keys in one directory), a bare loop with no Zarr library at
-all: reading = ``os.open``/``os.read`` of each chunk file and ``numcodecs.blosc.decompress``
-straight into the output, on one thread and pipelined over two (a reader and a decoder);
-writing = ``Blosc.encode`` of each chunk then a temporary file renamed over the key (the same
-atomic write every client here does). asyncarr's facade and tensorstore (without fsync) run
-beside it, interleaved, on the same data; asyncarr and tensorstore read tensorstore's files.
-Where the floor's ratio to tensorstore is above a target, no Python client on numcodecs meets it.
+all, beside asyncarr's facade and tensorstore (without fsync), interleaved, on the same data:
+
+- reading: ``os.open``/``os.read`` of each chunk file and ``numcodecs.blosc.decompress``
+  straight into the output, on one thread and pipelined over two (a reader and a decoder), and
+  on one thread with c-blosc2's ``blosc2_decompress`` in place of numcodecs (the library
+  asyncarr's ``fast`` extra uses for small frames). The floors decode each chunk into a
+  contiguous slot of their own, skipping the copy into the array's layout every engine makes,
+  so they sit a little below any real client. asyncarr and tensorstore read tensorstore's files.
+- writing: ``Blosc.encode`` of each chunk, then a temporary file renamed over the key (the
+  atomic write every client here does), on one thread and on two (each thread half of the
+  chunks: the encoder and the file system calls release the GIL).
+
+Where a floor's ratio to tensorstore is above a target, no Python client built that way meets it.
 """
 
 from __future__ import annotations
@@ -15,18 +22,21 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import shutil
 import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numcodecs
 import numpy as np
 from numcodecs import blosc
 
+from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
+
 from .engines import ENGINES, ArraySpec
+from .workloads import field
 
 __all__ = ["main"]
 
@@ -54,6 +64,13 @@ def _read_file(path: str) -> bytes:
 def _read_one_thread(root: str, keys: list[str], out: np.ndarray) -> None:
     for index, key in enumerate(keys):
         blosc.decompress(_read_file(f"{root}/{key}"), out[index])
+
+
+def _read_one_thread_blosc2(root: str, keys: list[str], out: np.ndarray) -> None:
+    for index, key in enumerate(keys):
+        slot = out[index]
+        if not decompress_into_address(_read_file(f"{root}/{key}"), slot.ctypes.data, slot.nbytes):
+            raise RuntimeError(f"c-blosc2 refused chunk {key}")
 
 
 def _read_pipelined(root: str, keys: list[str], out: np.ndarray) -> None:
@@ -86,6 +103,14 @@ def _write(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blo
         os.replace(temporary, f"{root}/{key}")
 
 
+def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
+    os.makedirs(root, exist_ok=True)
+    helper = threading.Thread(target=_write, args=(root, chunks[1::2], codec))
+    helper.start()
+    _write(root, chunks[::2], codec)
+    helper.join()
+
+
 def _median_seconds(run: Callable[[], object], repeats: int) -> list[float]:
     times = []
     for _ in range(repeats):
@@ -96,45 +121,47 @@ def _median_seconds(run: Callable[[], object], repeats: int) -> list[float]:
 
 
 def main() -> None:
-    """Print W2's Python floor beside tensorstore, as ratios of medians of interleaved repeats."""
+    """Print W2's Python floors beside asyncarr and tensorstore, as ratios of medians of interleaved repeats."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
     repeats = parser.parse_args().repeats
-    data = np.random.default_rng(2).integers(0, 1000, size=SPEC.shape).astype(SPEC.dtype)
+    data = field(SPEC.shape, SPEC.dtype)  # W2's own data
     chunks = _chunks(data)
     keys = [key for key, _ in chunks]
     codec = SPEC.numcodecs_blosc()
     tensorstore, asyncarr = ENGINES["tensorstore-nosync"], ENGINES["asyncarr-sync"]
+    times: dict[str, list[float]] = {}
+
+    def timed(label: str, run: Callable[[], object]) -> None:
+        times.setdefault(label, []).extend(_median_seconds(run, 1))
+
+    out = np.empty((len(keys), *SPEC.chunks), dtype=SPEC.dtype)
     with tempfile.TemporaryDirectory(prefix="asyncarr-floor-") as directory:
-        root = Path(directory)
-        floor_write, ts_write, floor_read, piped_read, ts_read = [], [], [], [], []
-        ours_write, ours_read = [], []
-        out = np.empty((len(keys), *SPEC.chunks), dtype=SPEC.dtype)
         for repeat in range(repeats):
-            # Fresh directories each repeat: rewriting a directory of 4096 files just deleted costs
-            # several times a first write on this file system, whoever writes.
-            floor_dir, ts_dir, ours_dir = (str(root / f"{name}-{repeat}") for name in ("floor", "ts", "ours"))
-            floor_write += _median_seconds(lambda: _write(floor_dir, chunks, codec), 1)  # noqa: B023
-            ours_write += _median_seconds(lambda: asyncarr.write(ours_dir, data, SPEC), 1)  # noqa: B023
-            ts_write += _median_seconds(lambda: tensorstore.write(ts_dir, data, SPEC), 1)  # noqa: B023
-            floor_read += _median_seconds(lambda: _read_one_thread(floor_dir, keys, out), 1)  # noqa: B023
-            piped_read += _median_seconds(lambda: _read_pipelined(floor_dir, keys, out), 1)  # noqa: B023
+            # Fresh directories each repeat, removed after it: a directory of 4096 files just
+            # deleted costs several times a first write on this file system, whoever writes, and
+            # a file system holding tens of thousands of files creates more slowly.
+            names = ("floor", "floor2", "ts", "ours")
+            floor_dir, floor2_dir, ts_dir, ours_dir = (os.path.join(directory, f"{n}-{repeat}") for n in names)
+            timed("write: Python floor, one thread", lambda: _write(floor_dir, chunks, codec))  # noqa: B023
+            timed("write: Python floor, two threads", lambda: _write_two_threads(floor2_dir, chunks, codec))  # noqa: B023
+            timed("write: asyncarr-sync", lambda: asyncarr.write(ours_dir, data, SPEC))  # noqa: B023
+            timed("write: tensorstore-nosync", lambda: tensorstore.write(ts_dir, data, SPEC))  # noqa: B023
+            timed("read: Python floor, one thread", lambda: _read_one_thread(floor_dir, keys, out))  # noqa: B023
+            timed("read: Python floor, reader and decoder threads", lambda: _read_pipelined(floor_dir, keys, out))  # noqa: B023
+            if fast_decoder_available():
+                timed("read: Python floor, one thread, c-blosc2", lambda: _read_one_thread_blosc2(floor_dir, keys, out))  # noqa: B023
             handle, ours = tensorstore.open(ts_dir), asyncarr.open(ts_dir)
-            ts_read += _median_seconds(lambda: tensorstore.read(handle), 1)  # noqa: B023
-            ours_read += _median_seconds(lambda: asyncarr.read(ours), 1)  # noqa: B023
+            timed("read: asyncarr-sync", lambda: asyncarr.read(ours))  # noqa: B023
+            timed("read: tensorstore-nosync", lambda: tensorstore.read(handle))  # noqa: B023
+            for name in (floor_dir, floor2_dir, ts_dir, ours_dir):
+                shutil.rmtree(name)
     print("| W2 (v2) | s | / tensorstore-nosync |")
     print("|---|---|---|")
-    for label, times, theirs in (
-        ("write: Python floor (encode, then temporary file renamed)", floor_write, ts_write),
-        ("write: asyncarr-sync", ours_write, ts_write),
-        ("write: tensorstore-nosync", ts_write, ts_write),
-        ("read: Python floor, one thread", floor_read, ts_read),
-        ("read: Python floor, reader and decoder threads", piped_read, ts_read),
-        ("read: asyncarr-sync", ours_read, ts_read),
-        ("read: tensorstore-nosync", ts_read, ts_read),
-    ):
-        ratio = statistics.median(a / b for a, b in zip(times, theirs, strict=True))
-        print(f"| {label} | {statistics.median(times):.4f} | {ratio:.2f} |")
+    for label, measured in times.items():
+        anchor = times["write: tensorstore-nosync" if label.startswith("write") else "read: tensorstore-nosync"]
+        ratio = statistics.median(a / b for a, b in zip(measured, anchor, strict=True))
+        print(f"| {label} | {statistics.median(measured):.4f} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":
