@@ -22,7 +22,7 @@ from asyncarr.codecs.pipeline import CodecPipeline
 from asyncarr.codecs.sharding import _Body
 from asyncarr.errors import CodecError
 from asyncarr.shards import RUN_BYTES, open_shard_sync, partial_read_codec, read_shard_region_blocking
-from asyncarr.stores import MemoryStore
+from asyncarr.stores import LocalStore, MemoryStore
 
 LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
 CHAINS: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
@@ -302,3 +302,53 @@ def test_reading_a_whole_shard_in_runs_keeps_peak_memory_near_the_output(tmp_pat
     shard_kib = runs["shard_bytes"] // 1024
     assert whole["grown_kib"] > shard_kib * 3 // 4  # the measure sees a shard-sized buffer
     assert runs["grown_kib"] < (RUN_BYTES // 1024) * 3  # a run or two, not the shard
+
+
+_FACADE_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import asyncarr
+    import asyncarr.sync as za
+
+    asyncarr.config.set(codec_threads=2)  # two shards read at once, whatever the machine
+
+    def peak_kib():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+    z = za.open_array(sys.argv[1], mode="r")
+    z[:8, :8]  # the codec threads and their first buffers, outside the measure
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    baseline = peak_kib()
+    out = z[...]
+    print(json.dumps({"grown_kib": peak_kib() - baseline, "out_kib": out.nbytes // 1024, "sum": float(out.sum())}))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the peak is read from /proc/self/status")
+@pytest.mark.skipif(
+    not hasattr(LocalStore, "open_sync"), reason="the array layer reads shards whole until LocalStore.open_sync"
+)
+def test_a_full_read_of_a_sharded_local_array_peaks_near_its_output(tmp_path):
+    # Four 16 MiB shards of 1 MiB inner chunks that do not compress, read by two codec threads:
+    # whole shards held by each would be 32 MiB above the 64 MiB output; a run and an inner
+    # chunk each, about 10 MiB.
+    data = np.random.default_rng(0).random((2048, 4096), dtype="f8")
+    z = za.open_array(
+        str(tmp_path / "a"),
+        mode="w",
+        shape=data.shape,
+        chunks=(1024, 2048),
+        dtype="f8",
+        codecs=[sharding_json("bytes", "end", (256, 512))],
+    )
+    z[:] = data
+    result = subprocess.run(
+        [sys.executable, "-c", _FACADE_CHILD, str(tmp_path / "a")], capture_output=True, text=True, check=True
+    )
+    measured = json.loads(result.stdout)
+    assert measured["sum"] == pytest.approx(float(data.sum()))
+    assert measured["grown_kib"] <= measured["out_kib"] + 4 * RUN_BYTES // 1024
