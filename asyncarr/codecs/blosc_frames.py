@@ -27,15 +27,27 @@ import ctypes
 import glob
 import importlib.util
 import os
+import struct
 import sys
 import threading
 from typing import Any
 
 __all__ = ["decompress_into_address", "fast_decoder_available"]
 
-_HEADER_BYTES = 16
+_START = struct.Struct("<BBBBIIIi")
+"""The 16-byte header (format, codec format, flags, item size, sizes) and the first block's offset."""
+_INT32 = struct.Struct("<i")
 _SHUFFLE, _MEMCPYED, _BITSHUFFLE, _DELTA = 0x01, 0x02, 0x04, 0x08
 _SNAPPY = 2  # the codec code c-blosc2 no longer builds
+
+
+def _both_read_alike(flags: int) -> bool:
+    """Whether c-blosc 1 and c-blosc2 read a Blosc 1 header with these flags the same way."""
+    codec = flags >> 5
+    return not (flags & _DELTA or (flags & _SHUFFLE and flags & _BITSHUFFLE) or codec == _SNAPPY or codec > 4)
+
+
+_FLAGS_BOTH_READ_ALIKE = tuple(_both_read_alike(flags) for flags in range(256))
 _BLOSC1_FORMATS = (2,)  # what c-blosc 1 writes; older frames are left to it
 
 _load_lock = threading.Lock()
@@ -95,37 +107,36 @@ def decompress_into_address(frame: bytes, address: int, nbytes: int) -> bool:
     ``len(frame)`` compressed ones (`asyncarr.codecs.bounded.check_blosc_frame`).
     """
     decompress = _decompress if _loaded else _load()
-    if decompress is None or type(frame) is not bytes or len(frame) < _HEADER_BYTES:
+    if decompress is None or type(frame) is not bytes or len(frame) < _START.size:
         return False
-    flags = frame[2]
+    version, codec_version, flags, typesize, _, blocksize, _, first_block = _START.unpack_from(frame)
     if (
-        frame[0] not in _BLOSC1_FORMATS
-        or frame[1] != 1  # the codec's format version: c-blosc 1 knows only 1 for every codec
-        or not frame[3]
-        or nbytes % frame[3]  # an item size that does not divide the chunk: the two libraries' leftovers differ
-        or flags & _DELTA
-        or (flags & _SHUFFLE and flags & _BITSHUFFLE)
-        or flags >> 5 == _SNAPPY
-        or flags >> 5 > 4
-        or nbytes != int.from_bytes(frame[8:12], "little")  # one block: c-blosc 1 sets its size to the chunk's
-        or not (flags & _MEMCPYED or _streams_tile(frame))
+        version not in _BLOSC1_FORMATS
+        or codec_version != 1  # c-blosc 1 knows only format 1 of every codec
+        or not _FLAGS_BOTH_READ_ALIKE[flags]
+        or blocksize != nbytes  # one block: c-blosc 1 sets its size to the chunk's
+        or not typesize
+        or nbytes % typesize  # an item size that does not divide the chunk: the two libraries' leftovers differ
+        or not (flags & _MEMCPYED or _streams_tile(frame, first_block))
     ):
         return False
     return decompress(frame, len(frame), address, nbytes) == nbytes
 
 
-def _streams_tile(frame: bytes) -> bool:
-    """Whether the one block of ``frame`` is compressed streams of positive sizes that end where the frame does.
+def _streams_tile(frame: bytes, position: int) -> bool:
+    """Whether the one block of ``frame``, from ``position``, is compressed streams of positive
+    sizes that end where the frame does.
 
     c-blosc2 reads a stream size of zero or below as a run of one byte value, which Blosc 1 never
     writes: c-blosc 1 refuses such a frame, c-blosc2 would fill the chunk with that byte.
     """
-    position = int.from_bytes(frame[16:20], "little", signed=True)
-    if position < _HEADER_BYTES + 4:
+    if position < _START.size:
         return False
     end = len(frame)
     while position < end:
-        size = int.from_bytes(frame[position : position + 4], "little", signed=True)
+        if position + 4 > end:
+            return False
+        size = _INT32.unpack_from(frame, position)[0]
         if size <= 0:
             return False
         position += 4 + size
