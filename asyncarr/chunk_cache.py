@@ -8,7 +8,8 @@ the old ones. Least recently used entries go first when the budget is exceeded; 
 than the whole budget is not kept.
 
 Writes in this process invalidate: a chunk a write changes is dropped before and after the
-write, and the location's *epoch* moves on, so a read that fetched the old bytes while the
+write (found through an index by chunk: a write costs its own chunks, not a scan of the
+cache), and the location's *epoch* moves on, so a read that fetched the old bytes while the
 write ran cannot put them back (`put` refuses an entry whose read began in an older epoch).
 Writes by other processes are not seen: a cached chunk stays until evicted or invalidated here.
 """
@@ -48,6 +49,8 @@ class ChunkCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: OrderedDict[CacheKey, np.ndarray | _Absent] = OrderedDict()
+        # The metadata fingerprints held for each chunk: a write drops its chunks without a scan.
+        self._tokens: dict[tuple[str, str], set[str]] = {}
         self._nbytes = 0
         self._epochs: dict[str, int] = {}
         self.hits = 0
@@ -92,15 +95,22 @@ class ChunkCache:
             if previous is not None:
                 self._nbytes -= _size(previous)
             self._entries[cache_key] = chunk
+            self._tokens.setdefault((location, key), set()).add(token)
             self._nbytes += size
             while self._nbytes > budget:
-                _, evicted = self._entries.popitem(last=False)
+                evicted_key, evicted = self._entries.popitem(last=False)
                 self._nbytes -= _size(evicted)
+                self._unindex(evicted_key)
 
     def forget(self, location: str, keys: list[str]) -> None:
-        """Drop ``keys`` of ``location`` (every metadata fingerprint) and move its epoch on."""
-        wanted = set(keys)
-        self._drop(location, lambda key: key in wanted)
+        """Drop ``keys`` of ``location`` (every metadata fingerprint) and move its epoch on; O(len(keys))."""
+        with self._lock:
+            self._epochs[location] = self._epochs.get(location, 0) + 1
+            if not self._entries:
+                return
+            for key in keys:
+                for token in self._tokens.pop((location, key), ()):
+                    self._nbytes -= _size(self._entries.pop((location, key, token)))
 
     def forget_prefix(self, location: str, prefix: str) -> None:
         """Drop every chunk of ``location`` under node path ``prefix`` ('' for all) and move its epoch on."""
@@ -113,6 +123,7 @@ class ChunkCache:
             for location in {entry[0] for entry in self._entries} | set(self._epochs):
                 self._epochs[location] = self._epochs.get(location, 0) + 1
             self._entries.clear()
+            self._tokens.clear()
             self._nbytes = 0
 
     def _drop(self, location: str, matches: Callable[[str], bool]) -> None:
@@ -123,6 +134,15 @@ class ChunkCache:
             doomed = [k for k in self._entries if k[0] == location and matches(k[1])]
             for cache_key in doomed:
                 self._nbytes -= _size(self._entries.pop(cache_key))
+                self._unindex(cache_key)
+
+    def _unindex(self, cache_key: CacheKey) -> None:
+        location, key, token = cache_key
+        tokens = self._tokens.get((location, key))
+        if tokens is not None:
+            tokens.discard(token)
+            if not tokens:
+                del self._tokens[(location, key)]
 
 
 def _size(entry: np.ndarray | _Absent) -> int:

@@ -162,3 +162,42 @@ def test_on_s3_a_hot_window_is_fetched_once(cache_on: int) -> None:
         )
     # The metadata documents (both formats asked for at once), then the 4 chunks of the hot corner once each.
     assert reader_store.metrics().requests["get"] <= 4 + 4
+
+
+def test_the_index_by_chunk_agrees_with_the_entries_through_puts_evictions_and_forgets() -> None:
+    # A write finds its chunks through the index, not by scanning: the index must name exactly
+    # the entries held, whatever mix of puts, evictions and drops came before.
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from asyncarr.chunk_cache import ABSENT, ChunkCache
+
+    operation = st.tuples(
+        st.sampled_from(["put", "put", "put", "forget", "forget_prefix"]),
+        st.sampled_from(["file:///a", "file:///b"]),
+        st.sampled_from(["x/c/0", "x/c/1", "y/c/0", "y/c/1", "y/c/2"]),
+        st.sampled_from(["t1", "t2"]),
+        st.integers(0, 3),
+    )
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(operation, max_size=40))
+    def check(operations: list) -> None:
+        cache = ChunkCache()
+        with asyncarr.config.set(chunk_cache_bytes=3 * 8 * 16):  # room for three of the larger chunks
+            for kind, location, key, token, size in operations:
+                if kind == "put":
+                    chunk = ABSENT if size == 0 else np.zeros(size * 16 // 8 + 1)
+                    cache.put(location, key, token, chunk, cache.epoch(location))
+                elif kind == "forget":
+                    cache.forget(location, [key])
+                    assert cache.get(location, key, "t1") is None and cache.get(location, key, "t2") is None
+                else:
+                    cache.forget_prefix(location, key.split("/")[0])
+                indexed = {(loc, k, t) for (loc, k), tokens in cache._tokens.items() for t in tokens}
+                assert indexed == set(cache._entries)
+                assert all(cache._tokens.values())  # no empty sets left behind
+                sizes = sum(64 if e is ABSENT else e.nbytes for e in cache._entries.values())
+                assert cache.nbytes == sizes <= 3 * 8 * 16
+
+    check()
