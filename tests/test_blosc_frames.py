@@ -165,3 +165,25 @@ def test_every_value_of_every_header_byte_decodes_as_numcodecs_or_goes_to_it(cna
             struct.pack_into("<I", frame, 12, len(frame))
             if decompress_into_address(bytes(frame), out.ctypes.data, chunk.nbytes):
                 assert out.tobytes() == blosc.decompress(bytes(frame)), (position, value)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_decodes_with_numcodecs(tmp_path) -> None:
+    # c-blosc2's own lock may be held by another thread at the fork: the child must not wait on it.
+    import os
+
+    chunk = _field((32, 32), "<u2")
+    frame = numcodecs.Blosc("zstd", 1).encode(chunk)
+    assert _decode_fast(frame, chunk.nbytes) is not None
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether the fast path is off and numcodecs still decodes
+        fast_off = _decode_fast(frame, chunk.nbytes) is None and not fast_decoder_available()
+        same = blosc.decompress(frame) == chunk.tobytes()
+        os.write(writer, b"ok" if fast_off and same else b"no")
+        os._exit(0)
+    os.close(writer)
+    answer = os.read(reader, 2)
+    os.waitpid(pid, 0)
+    assert answer == b"ok"
+    assert _decode_fast(frame, chunk.nbytes) is not None  # the parent keeps it

@@ -93,6 +93,17 @@ def _load() -> Any:
         return _decompress
 
 
+def _forget_in_child() -> None:
+    # c-blosc2 serializes callers on a lock of its own: one held by another thread when the
+    # process forked stays held in the child forever. A forked child decodes with numcodecs.
+    global _decompress, _loaded
+    _decompress, _loaded = None, True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def fast_decoder_available() -> bool:
     """Whether c-blosc2 was found (the ``fast`` extra installs it)."""
     return (_decompress if _loaded else _load()) is not None
