@@ -446,6 +446,7 @@ class _Body:
     def __init__(self, capacity: int) -> None:
         # Pages of an np.empty are only faulted in where written; NumPy asks for huge pages.
         self._buffer = np.empty(max(capacity, 1), dtype=np.uint8)
+        self._bytes = memoryview(self._buffer)  # slice assignment through it: ~0.1 us a piece
         self._used = 0
 
     @property
@@ -460,23 +461,24 @@ class _Body:
 
     def append(self, data: Buffer) -> None:
         """Copy `data` after what is there."""
-        source = np.frombuffer(data, dtype=np.uint8)
+        source = data if type(data) is bytes else memoryview(data).cast("B")
         end = self._used + len(source)
         self._grow_to(end)
-        self._buffer[self._used : end] = source
+        self._bytes[self._used : end] = source
         self._used = end
 
     def write_at(self, offset: int, data: Buffer) -> None:
         """Copy `data` over reserved bytes from `offset`."""
-        source = np.frombuffer(data, dtype=np.uint8)
-        self._buffer[offset : offset + len(source)] = source
+        source = data if type(data) is bytes else memoryview(data).cast("B")
+        self._bytes[offset : offset + len(source)] = source
 
     def view(self) -> memoryview:
         """The bytes laid out so far, as a view of the buffer (no copy)."""
-        return memoryview(self._buffer)[: self._used]
+        return self._bytes[: self._used]
 
     def _grow_to(self, nbytes: int) -> None:
         if nbytes > len(self._buffer):
             grown = np.empty(max(2 * len(self._buffer), nbytes), dtype=np.uint8)
             grown[: self._used] = self._buffer[: self._used]
             self._buffer = grown
+            self._bytes = memoryview(grown)
