@@ -282,6 +282,18 @@ class Store(abc.ABC):
         keys = [key async for key in self.list_prefix(prefix)]
         await self.delete_many(keys)
 
+    async def names_to_delete(self, prefix: str) -> list[str] | None:
+        """What `delete_listed` would remove below ``prefix``, listed now; None (the default) when
+        this store deletes a prefix as a whole, with `delete_prefix`.
+
+        A store whose listing is a round trip (object stores) answers it, so that opening with
+        mode ``'w'`` can list beside reading the node's documents instead of after them."""
+        return None
+
+    async def delete_listed(self, prefix: str, names: list[str]) -> None:
+        """Delete ``names``, as `names_to_delete(prefix)` returned them (stores that answer it)."""
+        raise NotImplementedError(f"{type(self).__name__} deletes a prefix whole: use delete_prefix")
+
     async def getsize(self, key: str) -> int | None:
         """Size in bytes of the value at ``key``, or None if missing."""
         value = await self.get(key)
