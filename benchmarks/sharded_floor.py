@@ -13,6 +13,10 @@ every engine here does on this 2-core machine:
   (``os.pread``), each ``blosc.decompress``-ed into one reused array and copied into the
   output; and, beside it, the same with the shard read whole first.
 
+``--s3`` times W6's S3 window instead (rows and columns 1000-2000, through the benchmark's 20 ms
+proxy to moto): the floor is the same requests every engine makes, bare (aiohttp, no decoding): the
+index as a suffix range, then the needed inner chunks as ranges merged within 64 KiB, all at once.
+
 asyncarr's facade, tensorstore (without fsync) and zarr-python with zarrs run beside it,
 interleaved, on the same data; the floor's shards are checked byte-identical to asyncarr's
 (which the tests check against zarr-python's). Where the floor's ratio to an engine is above a
@@ -22,6 +26,7 @@ target, no Python client on numcodecs meets it on this machine.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import concurrent.futures
 import os
 import shutil
@@ -30,13 +35,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import numcodecs
 import numpy as np
 from numcodecs import blosc
 
-from .engines import ENGINES, ArraySpec
+from .engines import ENGINES, ArraySpec, S3Location, service_loop
 from .workloads import field
 
 __all__ = ["main"]
@@ -166,6 +172,85 @@ def _read(root: str, whole: bool) -> np.ndarray:
     return out
 
 
+WINDOW = (slice(1000, 2000), slice(1000, 2000))
+COALESCE_GAP = 65536
+
+
+async def _bare_window(session: Any, url: str) -> int:
+    """The window's requests, bare: the index (a suffix range), then its inner chunks' merged ranges at once."""
+    async with session.get(url, headers={"Range": f"bytes=-{INDEX_NBYTES}"}) as response:
+        if response.status != 206:
+            raise RuntimeError(f"bare index GET answered {response.status}: figure void")
+        index = np.frombuffer((await response.read())[:-4], dtype="<u8").reshape(*GRID, 2)
+    rows, columns = (range(s.start // n, (s.stop - 1) // n + 1) for s, n in zip(WINDOW, INNER, strict=True))
+    extents = sorted((int(index[i, j, 0]), int(index[i, j, 1])) for i in rows for j in columns)
+    runs: list[list[int]] = []
+    for offset, nbytes in extents:
+        if runs and offset - (runs[-1][0] + runs[-1][1]) <= COALESCE_GAP:
+            runs[-1][1] = offset + nbytes - runs[-1][0]
+        else:
+            runs.append([offset, nbytes])
+
+    async def get(offset: int, nbytes: int) -> int:
+        headers = {"Range": f"bytes={offset}-{offset + nbytes - 1}"}
+        async with session.get(url, headers=headers) as response:
+            if response.status != 206:
+                raise RuntimeError(f"bare range GET answered {response.status}: figure void")
+            return len(await response.read())
+
+    return sum(await asyncio.gather(*(get(*run) for run in runs)))
+
+
+def s3_window(repeats: int) -> None:
+    """Print W6's S3 window beside the bare requests it needs, through the 20 ms proxy to moto."""
+    from .bare_s3 import BareS3
+    from .servers import LatencyProxy, MotoServer
+
+    moto = MotoServer()
+    proxy = LatencyProxy(moto.url, latency=0.02)
+    try:
+        s3 = S3Location(proxy.url, moto.create_bucket("w6-sharded-floor"))
+        data = field(SPEC.shape, SPEC.dtype)
+        ENGINES["asyncarr-async"].write("w6", data, SPEC, s3)
+        bare = BareS3(s3, "w6")
+        url = f"{s3.endpoint_url.rstrip('/')}/{s3.bucket}/w6/c/0/0"
+
+        async def floor() -> int:
+            return await _bare_window(await bare._open(), url)
+
+        names = ("asyncarr-sync", "tensorstore", "zarr-python-zarrs")
+        handles = {name: ENGINES[name].open("w6", s3) for name in names}
+        runners: dict[str, Callable[[], object]] = {"floor: bare requests": lambda: service_loop.run(floor())}
+        for name in names:
+            runners[name] = lambda n=name: ENGINES[n].read(handles[n], WINDOW)
+        counts = {}
+        for name, run in runners.items():
+            proxy.reset()
+            result = run()
+            if name != "floor: bare requests" and not np.array_equal(np.asarray(result), data[WINDOW]):
+                raise AssertionError(f"{name} read other values than were written: figure void")
+            answer = proxy.counts()
+            counts[name] = f"{answer['requests']} requests, {answer['response_bytes']} bytes"
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        order = list(runners.items())
+        for repeat in range(repeats):
+            for name, run in order[repeat % len(order) :] + order[: repeat % len(order)]:
+                times[name].append(_seconds(run))
+        bare.close()
+    finally:
+        proxy.stop()
+        moto.stop()
+    print(f"W6 S3 window {WINDOW[0].start}-{WINDOW[0].stop} x {WINDOW[1].start}-{WINDOW[1].stop}, 20 ms proxy")
+    print("| W6 S3 window | requests | median s | / tensorstore | / floor: bare requests |")
+    print("|---|---|---|---|---|")
+    for name, seconds in times.items():
+        cells = [
+            f"{statistics.median(a / b for a, b in zip(seconds, times[other], strict=True)):.2f}"
+            for other in ("tensorstore", "floor: bare requests")
+        ]
+        print(f"| {name} | {counts[name]} | {statistics.median(seconds):.4f} | {cells[0]} | {cells[1]} |")
+
+
 def _seconds(run: Callable[[], object]) -> float:
     started = time.perf_counter()
     run()
@@ -178,7 +263,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
+    parser.add_argument("--s3", action="store_true", help="the S3 window through the 20 ms proxy instead")
     options = parser.parse_args()
+    if options.s3:
+        s3_window(max(options.repeats, 15))
+        return
     data = field(SPEC.shape, SPEC.dtype)
     codec = SPEC.numcodecs_blosc()
     engines = {name: ENGINES[name] for name in ("asyncarr-sync", "tensorstore-nosync", "zarr-python-zarrs")}
