@@ -13,11 +13,12 @@ array layer's indexers gives, read with NumPy's semantics) into inner-chunk proj
 
 The blocking engine (local files, memory) reads shards with `read_shard_region_blocking` from a
 `ShardBytes` that `open_shard_sync` gives: the index, then the inner chunks needed in runs of at
-most `RUN_BYTES`, decoded as each run arrives. A whole shard is never held in memory besides the
-output (reading one of W6's 49 MiB shards in one piece faulted in 49 MiB of new pages per shard
-and per thread: 85 of the read's 150 ms of CPU, and a shard per thread above the output in peak
-memory), and where the store reads from one open file (``open_sync``), every part comes from the
-same version of the shard however a writer replaces it meanwhile.
+most `RUN_BYTES`, decoded as each run arrives. From a store that reads parts of one open file
+(``open_sync``) no whole shard is held in memory beside the output (reading one of W6's 49 MiB
+shards in one piece faulted in 49 MiB of new pages per shard and per thread: 85 of the read's
+150 ms of CPU, and a shard per thread above the output in peak memory), and every part comes from
+the same version of the shard however a writer replaces it meanwhile. Other stores' shards are
+read whole and their parts taken as views.
 """
 
 from __future__ import annotations
