@@ -189,3 +189,35 @@ def test_reading_a_row_of_a_v2_array_of_unknown_format_is_two_round_trips(cloud:
     # The documents of both formats at once (one round trip), then the row's 4 chunks together.
     assert fetched == [".zarray", ".zattrs", ".zgroup", "0.0", "0.1", "0.2", "0.3", "zarr.json"]
     assert counts["max_in_flight"] == together(cloud, 4)
+
+
+def test_mode_w_over_an_array_on_s3_lists_it_in_the_same_round_trip_as_its_documents(tmp_path: Path) -> None:
+    # 'w' must remove the old array before writing, but what to remove can be listed while its
+    # documents are read: the listing goes out with the document GETs, not one round trip later.
+    cloud = next(c for c in CLOUDS if c.name == "s3")
+    place = cloud.place(tmp_path)
+
+    async def write_old() -> None:
+        z = await asyncarr.open_array(
+            place.write_url, mode="w", shape=(40,), chunks=(10,), dtype="i4", storage_options=place.write_options
+        )
+        await z.setitem(slice(None), np.arange(40, dtype="i4"))
+        await z.store.close()
+
+    asyncio.run(write_old())
+    with FaultProxy(place.upstream, latency=_OPEN_LATENCY) as proxy:
+        url, options = cloud.through(proxy, place)
+
+        async def replace() -> np.ndarray:
+            z = await asyncarr.open_array(url, mode="w", shape=(8,), chunks=(4,), dtype="i4", storage_options=options)
+            try:
+                return await z.getitem(slice(None))
+            finally:
+                await z.store.close()
+
+        replaced = asyncio.run(replace())
+        counts = proxy.counts()
+    np.testing.assert_array_equal(replaced, np.zeros(8, dtype="i4"))  # nothing of the old array is left
+    # The array's four possible documents (zarr.json, .zarray, .zattrs, .zgroup) and the listing together.
+    assert counts["max_in_flight"] == 4 + 1
+    assert counts["requests_by_method"]["POST"] == 1  # one DeleteObjects for the old array's five objects

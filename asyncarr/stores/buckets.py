@@ -112,6 +112,19 @@ class BucketStore(Store):
         """The name of the object holding ``key``."""
         return self._root + validate_key(key)
 
+    async def names_to_delete(self, prefix: str) -> list[str]:
+        """Every object name below ``prefix``, folder markers included: what `delete_prefix` removes."""
+        return await self._object_names_below(_normalize_prefix(prefix))
+
+    async def delete_prefix(self, prefix: str) -> None:
+        """Delete every object below ``prefix`` ('' empties the store root)."""
+        self._check_writable()
+        await self.delete_listed(prefix, await self.names_to_delete(prefix))
+
+    @abc.abstractmethod
+    async def delete_listed(self, prefix: str, names: list[str]) -> None:
+        """Delete the objects ``names`` (as `names_to_delete(prefix)` returned them)."""
+
     async def _object_names_below(self, below: str) -> list[str]:
         """The names of all objects below ``below`` (a normalized prefix relative to the root)."""
         return [name async for names, _ in self._list_pages(below) for name in names]

@@ -261,11 +261,9 @@ class GCSStore(BucketStore):
                     seen.add(child)
                     yield child
 
-    async def delete_prefix(self, prefix: str) -> None:
-        """Delete every object below ``prefix`` ('' empties the store root)."""
+    async def delete_listed(self, prefix: str, names: list[str]) -> None:
+        """Delete the objects ``names`` below ``prefix``, each its own request, under the store's limit."""
         self._check_writable()
-        below = _normalize_prefix(prefix)
-        names = await self._object_names_below(below)
         limiter = self.limiter
 
         async def remove(name: str) -> None:

@@ -468,11 +468,10 @@ class S3Store(BucketStore):
                 if child:  # '' is the folder marker of ``prefix`` itself
                     yield child
 
-    async def delete_prefix(self, prefix: str) -> None:
-        """Delete every object below ``prefix`` ('' empties the store root)."""
+    async def delete_listed(self, prefix: str, names: list[str]) -> None:
+        """Delete the objects ``names`` below ``prefix`` in batched DeleteObjects requests."""
         self._check_writable()
-        below = _normalize_prefix(prefix)
-        await self._delete_objects(await self._object_names_below(below), below.rstrip("/"))
+        await self._delete_objects(names, _normalize_prefix(prefix).rstrip("/"))
 
     # -- object requests: aiohttp and sigv4 ---------------------------------------------------------
 
