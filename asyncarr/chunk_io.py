@@ -34,7 +34,7 @@ from .concurrency import CodecBatcher, for_each_concurrently
 from .errors import CodecError
 from .indexing import ChunkProjection
 from .locks import ProcessSynchronizer, chunk_lock, try_chunk_lock
-from .shards import partial_read_codec, read_shard_region
+from .shards import open_shard_sync, partial_read_codec, read_shard_region, read_shard_region_blocking
 from .stores.base import Store
 
 __all__ = ["ChunkIO"]
@@ -165,8 +165,22 @@ class ChunkIO:
     ) -> None:
         """Read, decode and copy out ``projections``; partly read chunks go into ``decoded`` unless it is None."""
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
+        shard_codec = partial_read_codec(self.pipeline)
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
+            if shard_codec is not None and (projection.is_complete_chunk or decoded is None):
+                # A shard: its index, then its inner chunks in runs, never the whole of it at once.
+                try:
+                    with open_shard_sync(self.store, key) as shard:
+                        if shard is None:
+                            out[projection.out_selection] = self.fill
+                        else:
+                            read_shard_region_blocking(
+                                shard, key, shard_codec, projection.chunk_selection, out, projection.out_selection
+                            )
+                except CodecError as exc:
+                    raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
+                continue
             data = get(key)
             if projection.is_complete_chunk or decoded is None:
                 if data is None:
@@ -335,12 +349,17 @@ class ChunkIO:
                 continue
             try:
                 piece = value[()] if value.ndim == 0 else value[projection.out_selection]
-                chunk = self._chunk_to_update(projection, piece, write_empty, self.store.get_sync)
-                if chunk is None:
-                    self.store.delete_sync(key)
-                    continue
-                chunk[projection.chunk_selection] = piece
-                encoded = self.encode_unless_fill(chunk, key, write_empty)
+                if self._encodes_in_place(projection, piece):
+                    # The caller's values are the whole chunk: encode them where they are (the
+                    # codecs copy what they must), not after a copy into a new chunk array.
+                    chunk = piece
+                else:
+                    chunk = self._chunk_to_update(projection, piece, write_empty, self.store.get_sync)
+                    if chunk is None:
+                        self.store.delete_sync(key)
+                        continue
+                    chunk[projection.chunk_selection] = piece
+                encoded = self.encode_unless_fill(chunk, key, write_empty, as_buffer=self._writes_buffers)
                 if encoded is None:
                     self.store.delete_sync(key)
                 else:
@@ -435,12 +454,30 @@ class ChunkIO:
             return bool(is_missing(chunk).all())  # type: ignore[misc]
         return bool((chunk == self.fill).all())
 
-    def encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool) -> bytes | None:
-        """Encoded chunk bytes, or None when the chunk is all fill and empty chunks are not written."""
+    def encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool, as_buffer: bool = False) -> Any:
+        """Encoded chunk bytes (any buffer if ``as_buffer``), or None when the chunk is all fill and
+        empty chunks are not written."""
         if not write_empty and self.is_fill(chunk):
             return None
         with inner_chunks_written_when_empty(write_empty):  # a sharded array's inner chunks follow it too
+            if as_buffer:
+                return self.pipeline.encode_buffer(chunk, self.store.key_url(key))
             return self.pipeline.encode(chunk, self.store.key_url(key))
+
+    @property
+    def _writes_buffers(self) -> bool:
+        """Whether the store's ``set_sync`` takes any buffer, not only ``bytes`` (local files)."""
+        return getattr(self.store, "writes_buffers", False) is True
+
+    def _encodes_in_place(self, projection: ChunkProjection, piece: Any) -> bool:
+        """Whether ``piece`` (the caller's values) is exactly a whole chunk, to encode without a copy."""
+        return (
+            projection.is_complete_chunk
+            and type(piece) is np.ndarray
+            and piece.shape == self.grid
+            and piece.dtype == self.dtype
+            and self.dtype.kind != "O"
+        )
 
     def decode_writable(self, data: bytes, key: str) -> np.ndarray:
         """Decode a stored chunk into an array that may be modified."""

@@ -167,6 +167,21 @@ class CodecPipeline(abc.ABC):
         except Exception as exc:
             raise CodecError(f"chunk {key}: cannot encode: {exc}") from exc
 
+    def encode_buffer(self, chunk: np.ndarray, key: str) -> Buffer:
+        """`encode`, but any buffer may come back rather than `bytes`: a whole shard is the buffer it
+        was laid out in, with no copy into `bytes` (for stores that write any buffer)."""
+        encoder = self._buffer_encoder()
+        if encoder is None:
+            return self.encode(chunk, key)
+        try:
+            return encoder(np.asarray(chunk).astype(self.dtype, copy=False), self._specs(self.chunk_shape)[-1])
+        except Exception as exc:
+            raise CodecError(f"chunk {key}: cannot encode: {exc}") from exc
+
+    def _buffer_encoder(self) -> Any:
+        """The array->bytes codec's ``encode_buffer`` when it is the whole chain, else None."""
+        return None
+
     def _whole_chunk_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
         """A cached decoder of whole chunks into a C-contiguous array of the chunk, for the common chains."""
         try:
@@ -560,6 +575,11 @@ class _V3Pipeline(CodecPipeline):
         for codec in self.bytes_bytes[:-1]:
             sizes.append(codec.encoded_size(sizes[-1]))
         return sizes
+
+    def _buffer_encoder(self) -> Any:
+        if self.array_array or self.bytes_bytes:
+            return None
+        return getattr(self.array_bytes, "encode_buffer", None)
 
     def _decode_bytes(self, data: Buffer, spec: ChunkSpec, out: np.ndarray | None = None) -> Buffer:
         if not self.bytes_bytes:

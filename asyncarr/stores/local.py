@@ -28,7 +28,7 @@ import shutil
 import stat
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -210,6 +210,8 @@ class LocalStore(Store):
     # -- the Store interface -----------------------------------------------------------
 
     supports_sync_io = True
+    #: ``set_sync`` writes any buffer (a memoryview of a shard laid out in place), not only ``bytes``.
+    writes_buffers = True
 
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Read the file at ``key`` (only the requested range), or None if there is none."""
@@ -350,6 +352,23 @@ class LocalStore(Store):
 
     def _read_file(self, path: str, key: str, byte_range: ByteRange | None) -> bytes | None:
         # os.open and os.read, not open(): a file object costs more than reading a small chunk.
+        fd = self._open_for_reading(path, key)
+        if fd is None:
+            return None
+        try:
+            if byte_range is None:
+                return _read_whole(fd)
+            with open(fd, "rb", buffering=0, closefd=False) as file:
+                return _read_range(file, byte_range)
+        except IsADirectoryError:  # os.open opens directories; reading one fails
+            return None
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        finally:
+            os.close(fd)
+
+    def _open_for_reading(self, path: str, key: str) -> int | None:
+        """A descriptor of the file at ``path`` opened for reading, or None when there is none."""
         self._check_parent_inside(path, key, "read")
         try:
             try:
@@ -371,15 +390,24 @@ class LocalStore(Store):
             if exc.errno in _NO_SUCH_NAME_ERRNOS:
                 return None
             raise self._error(key, exc) from exc
+        return fd
+
+    @contextlib.contextmanager
+    def open_sync(self, key: str) -> Iterator[_OpenFile | None]:
+        """The file at ``key`` held open for reads of parts of it (`asyncarr.shards.ShardBytes`), or
+        None when missing: every part comes from the one file opened, whatever replaces it meanwhile."""
+        path = self._file_path(key)
+        fd = self._open_for_reading(path, key)
+        if fd is None:
+            yield None
+            return
         try:
-            if byte_range is None:
-                return _read_whole(fd)
-            with open(fd, "rb", buffering=0, closefd=False) as file:
-                return _read_range(file, byte_range)
-        except IsADirectoryError:  # os.open opens directories; reading one fails
-            return None
-        except OSError as exc:
-            raise self._error(key, exc) from exc
+            try:
+                status = os.fstat(fd)
+            except OSError as exc:
+                raise self._error(key, exc) from exc
+            # os.open opens directories: one at a key is no value, as for a whole read.
+            yield None if stat.S_ISDIR(status.st_mode) else _OpenFile(fd, status.st_size, key, self)
         finally:
             os.close(fd)
 
@@ -555,6 +583,42 @@ def _create_temp_file(directory: str, temp_path: str) -> Any:
         except FileNotFoundError:
             pass  # a concurrent delete pruned a parent while we created it: try again
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _OpenFile:
+    """An open file of a `LocalStore`, read in parts at offsets (``os.pread``: no shared position)."""
+
+    def __init__(self, fd: int, size: int, key: str, store: LocalStore) -> None:
+        self._fd = fd
+        self.size = size
+        self._key = key
+        self._store = store
+
+    def read(self, offset: int, nbytes: int) -> bytes:
+        """``nbytes`` bytes from ``offset`` (fewer only where the file ends first)."""
+        try:
+            data = _pread(self._fd, nbytes, offset)
+            if len(data) == nbytes or not data:
+                return data
+            parts = [data]
+            got = len(data)
+            while got < nbytes:
+                part = _pread(self._fd, nbytes - got, offset + got)
+                if not part:
+                    break
+                parts.append(part)
+                got += len(part)
+            return b"".join(parts)
+        except OSError as exc:
+            raise self._store._error(self._key, exc) from exc
+
+
+def _pread(fd: int, nbytes: int, offset: int) -> bytes:
+    """``os.pread``, or a seek and a read where there is none (Windows; the descriptor is not shared)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, nbytes, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, nbytes)
 
 
 def _read_whole(fd: int) -> bytes:
