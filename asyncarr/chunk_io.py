@@ -46,10 +46,13 @@ _JOBS_PER_THREAD = 4
 # Decoded bytes below which a batch is not split further: handing a job to another thread costs
 # about as much as decoding this much (~50 us), so smaller reads run whole in one thread.
 _MIN_BATCH_BYTES = 256 * 1024
-# Chunks smaller than this are read and written by one thread. Their Python work outweighs the
-# codec and file work that frees the GIL, and several threads then mostly trade the GIL back and
-# forth: on 2 cores, 1024 chunks of 2 KiB read in 49 ms on one codec thread and 76 ms on two, and
-# 4096 chunks of 2 KiB (Blosc zstd 1, a new v3 array) were written in 315 ms on one and 590 on two.
+# Chunks smaller than this are read by one thread. Their Python work outweighs the codec and file
+# work that frees the GIL, and several threads then mostly trade the GIL back and forth: on 2
+# cores, 1024 chunks of 2 KiB read in 49 ms on one codec thread and 76 ms on two. Writes of them
+# follow the store (`Store.small_writes_in_parallel`): in memory (and on tmpfs) one thread is
+# faster (4096 chunks of 2 KiB: 218 against 283 ms on tmpfs), but creating and renaming files on
+# a disk waits in the kernel, which two threads overlap (the same write on this VM's ext4: 3.5 s
+# on one thread against 1.7 s on two when the file system was slow, level when it was not).
 _PARALLEL_MIN_CHUNK_BYTES = 128 * 1024
 
 
@@ -314,7 +317,8 @@ class ChunkIO:
         )
         if fast:
             deferred: list[ChunkProjection] = []
-            await self._run_batches(projections, self._worker_count(), self._write_batch, value, deferred)
+            workers = self._worker_count(writing=True)
+            await self._run_batches(projections, workers, self._write_batch, value, deferred)
             projections = deferred  # chunks another writer held: take turns on the async path
 
         async def write(projection: ChunkProjection) -> None:
@@ -427,9 +431,12 @@ class ChunkIO:
 
     # -- chunk-level helpers -------------------------------------------------------------------------
 
-    def _worker_count(self) -> int:
-        """How many threads should share a read or write of this array's chunks: one for small chunks (see above)."""
-        return 1 if self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES else codec_thread_count()
+    def _worker_count(self, writing: bool = False) -> int:
+        """How many threads should share a read or write of this array's chunks: one for small chunks
+        (see above), unless they are written to a store whose writes wait on a disk."""
+        if self.chunk_nbytes >= _PARALLEL_MIN_CHUNK_BYTES or (writing and self.store.small_writes_in_parallel):
+            return codec_thread_count()
+        return 1
 
     @property
     def chunk_nbytes(self) -> int:

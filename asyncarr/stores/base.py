@@ -169,6 +169,11 @@ class Store(abc.ABC):
     A subclass that overrides ``get``, ``set`` or ``delete`` without their ``_sync`` twins is
     switched off automatically, so its own behaviour (latency, counting) is never bypassed."""
 
+    small_writes_in_parallel: ClassVar[bool] = False
+    """True when blocking writes of small chunks gain from several threads: each ``set_sync``
+    spends most of its time in system calls that release the GIL and wait on a disk (local
+    files). False where a write is Python work (memory), which more threads only contend for."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "supports_sync_io" not in cls.__dict__:

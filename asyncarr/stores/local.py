@@ -212,6 +212,7 @@ class LocalStore(Store):
     supports_sync_io = True
     #: ``set_sync`` writes any buffer (a memoryview of a shard laid out in place), not only ``bytes``.
     writes_buffers = True
+    small_writes_in_parallel = True
 
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Read the file at ``key`` (only the requested range), or None if there is none."""
