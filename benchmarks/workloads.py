@@ -14,7 +14,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from .bare_s3 import FLOOR, BareS3, chunk_keys, encoded_chunks
+from .bare_s3 import FLOOR, FLOOR_REPLACE, BareS3, chunk_keys, encoded_chunks
 from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement, interleaved
 
@@ -72,8 +72,10 @@ def full_write_and_read(
     if s3 and not spec.shards:
         bodies = encoded_chunks(spec, data)
         writer, reader = BareS3(s3, f"{label}-floor"), BareS3(s3, places[ASYNCARR])
-        floor_clients = [writer, reader]
+        replacer = BareS3(s3, f"{label}-replace")
+        floor_clients = [writer, reader, replacer]
         write_runners[FLOOR] = lambda: writer.put_all(bodies)
+        write_runners[FLOOR_REPLACE] = lambda: replacer.replace_all(bodies)
         read_floor[FLOOR] = lambda: reader.get_all(list(bodies))
     writes = interleaved(
         f"{label} write",
