@@ -55,6 +55,7 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK
 # O_NOFOLLOW: a link as the last part of a key's path fails the fast open (ELOOP; EMLINK on
 # FreeBSD) and takes the checked path instead.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)  # what open(path, "xb") asks
 _LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
 # A key with a segment longer than the file system allows names no file: it reads as missing.
 _NO_SUCH_NAME_ERRNOS = frozenset({errno.ENAMETOOLONG})
@@ -420,11 +421,14 @@ class LocalStore(Store):
         durable = self.fsync
         new_directory = durable and not os.path.isdir(directory)
         try:
-            with _create_temp_file(directory, temp_path) as file:
-                file.write(value)
+            # A descriptor, not a file object: open() costs an isatty ioctl and a seek per file.
+            fd = _create_temp_file(directory, temp_path)
+            try:
+                _write_all(fd, value)
                 if durable:  # the bytes on disk before the name points at them
-                    file.flush()
-                    os.fsync(file.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(temp_path, path)
             if durable:  # and the name itself (with any directory made for it) on disk before returning
                 _fsync_directories(directory, self._root if new_directory else directory)
@@ -571,11 +575,20 @@ def _fsync_directories(directory: str, top: str) -> None:
         directory = os.path.dirname(directory)
 
 
-def _create_temp_file(directory: str, temp_path: str) -> Any:
-    """Open ``temp_path`` for writing, creating ``directory`` (and the root) when missing."""
+def _write_all(fd: int, value: Any) -> None:
+    """Write all of ``value`` (any buffer) to ``fd``, however many writes it takes."""
+    view = value if type(value) is bytes else memoryview(value).cast("B")
+    written = os.write(fd, view)
+    while written < len(view):
+        written += os.write(fd, memoryview(view)[written:])
+
+
+def _create_temp_file(directory: str, temp_path: str) -> int:
+    """Create ``temp_path`` (it must not exist) and return a descriptor open for writing it,
+    creating ``directory`` (and the root) when missing."""
     for attempt in range(_CREATE_ATTEMPTS):
         try:
-            return open(temp_path, "xb")
+            return os.open(temp_path, _CREATE_FLAGS, 0o666)
         except FileNotFoundError:
             if attempt == _CREATE_ATTEMPTS - 1:
                 raise
