@@ -1,8 +1,9 @@
 """The floor of W2 in Python: the least any Python client using numcodecs (or c-blosc2) can take for it.
 
-``python -m benchmarks.python_floor [--repeats N]`` times, on W2's data (2048 x 2048 uint16,
-chunks 32 x 32, Blosc zstd 1, v2 keys in one directory), a bare loop with no Zarr library at
-all, beside asyncarr's facade and tensorstore (without fsync), interleaved, on the same data:
+``python -m benchmarks.python_floor [--repeats N] [--zarr-format 3]`` times, on W2's data
+(2048 x 2048 uint16, chunks 32 x 32, Blosc zstd 1; v2 keys in one directory, or v3's under
+``c/i/j``), a bare loop with no Zarr library at all, beside asyncarr's facade and tensorstore
+(without fsync), interleaved, on the same data:
 
 - reading: ``os.open``/``os.read`` of each chunk file and ``numcodecs.blosc.decompress``
   straight into the output, on one thread and pipelined over two (a reader and a decoder), and
@@ -20,6 +21,7 @@ Where a floor's ratio to tensorstore is above a target, no Python client built t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import queue
 import shutil
@@ -43,11 +45,12 @@ __all__ = ["main"]
 SPEC = ArraySpec((2048, 2048), (32, 32), "uint16", 2, cname="zstd", clevel=1)
 
 
-def _chunks(data: np.ndarray) -> list[tuple[str, np.ndarray]]:
+def _chunks(data: np.ndarray, zarr_format: int = 2) -> list[tuple[str, np.ndarray]]:
     rows, columns = (s // c for s, c in zip(SPEC.shape, SPEC.chunks, strict=True))
     step = SPEC.chunks[0]
+    key = "{}.{}" if zarr_format == 2 else "c/{}/{}"
     return [
-        (f"{i}.{j}", np.ascontiguousarray(data[i * step : (i + 1) * step, j * step : (j + 1) * step]))
+        (key.format(i, j), np.ascontiguousarray(data[i * step : (i + 1) * step, j * step : (j + 1) * step]))
         for i in range(rows)
         for j in range(columns)
     ]
@@ -97,12 +100,19 @@ def _read_pipelined(root: str, keys: list[str], out: np.ndarray) -> None:
 
 
 def _write(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
-    os.makedirs(root, exist_ok=True)
+    made = set()
     for key, chunk in chunks:
-        temporary = f"{root}/.tmp-{key}"
-        with open(temporary, "wb") as file:
-            file.write(codec.encode(chunk))
-        os.replace(temporary, f"{root}/{key}")
+        directory, _, name = f"{root}/{key}".rpartition("/")
+        if directory not in made:
+            os.makedirs(directory, exist_ok=True)
+            made.add(directory)
+        temporary = f"{directory}/.tmp-{name}"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # no file object: cheaper
+        try:
+            os.write(fd, codec.encode(chunk))
+        finally:
+            os.close(fd)
+        os.replace(temporary, f"{directory}/{name}")
 
 
 def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
@@ -126,9 +136,11 @@ def main() -> None:
     """Print W2's Python floors beside asyncarr and tensorstore, as ratios of medians of interleaved repeats."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
-    repeats = parser.parse_args().repeats
-    data = field(SPEC.shape, SPEC.dtype)  # W2's own data
-    chunks = _chunks(data)
+    parser.add_argument("--zarr-format", type=int, choices=(2, 3), default=2, help="the chunk key layout")
+    arguments = parser.parse_args()
+    repeats, spec = arguments.repeats, dataclasses.replace(SPEC, zarr_format=arguments.zarr_format)
+    data = field(spec.shape, spec.dtype)  # W2's own data
+    chunks = _chunks(data, spec.zarr_format)
     keys = [key for key, _ in chunks]
     codec = SPEC.numcodecs_blosc()
     tensorstore, asyncarr = ENGINES["tensorstore-nosync"], ENGINES["asyncarr-sync"]
@@ -147,8 +159,8 @@ def main() -> None:
             floor_dir, floor2_dir, ts_dir, ours_dir = (os.path.join(directory, f"{n}-{repeat}") for n in names)
             timed("write: Python floor, one thread", lambda: _write(floor_dir, chunks, codec))  # noqa: B023
             timed("write: Python floor, two threads", lambda: _write_two_threads(floor2_dir, chunks, codec))  # noqa: B023
-            timed("write: asyncarr-sync", lambda: asyncarr.write(ours_dir, data, SPEC))  # noqa: B023
-            timed("write: tensorstore-nosync", lambda: tensorstore.write(ts_dir, data, SPEC))  # noqa: B023
+            timed("write: asyncarr-sync", lambda: asyncarr.write(ours_dir, data, spec))  # noqa: B023
+            timed("write: tensorstore-nosync", lambda: tensorstore.write(ts_dir, data, spec))  # noqa: B023
             timed("read: Python floor, one thread", lambda: _read_one_thread(floor_dir, keys, out))  # noqa: B023
             timed("read: Python floor, reader and decoder threads", lambda: _read_pipelined(floor_dir, keys, out))  # noqa: B023
             if fast_decoder_available():
@@ -158,7 +170,7 @@ def main() -> None:
             timed("read: tensorstore-nosync", lambda: tensorstore.read(handle))  # noqa: B023
             for name in (floor_dir, floor2_dir, ts_dir, ours_dir):
                 shutil.rmtree(name)
-    print("| W2 (v2) | s | / tensorstore-nosync |")
+    print(f"| W2 (v{spec.zarr_format}) | s | / tensorstore-nosync |")
     print("|---|---|---|")
     for label, measured in times.items():
         anchor = times["write: tensorstore-nosync" if label.startswith("write") else "read: tensorstore-nosync"]
