@@ -305,3 +305,33 @@ def test_fsync_is_off_by_default_and_follows_the_config(tmp_path: Path, monkeypa
     assert pickle.loads(pickle.dumps(LocalStore(str(tmp_path), fsync=True))).fsync is True
     with pytest.raises(TypeError, match="fsync"):
         LocalStore(str(tmp_path), fsync="yes")  # type: ignore[arg-type]
+
+
+def test_durable_writes_of_small_chunks_flush_every_file_on_several_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small chunks take the batched path; their files are handed to the store's I/O threads a
+    # batch at a time, so the disk waits overlap instead of one thread flushing file after file.
+    import os
+    import stat
+    import threading
+
+    import asyncarr.sync as za
+
+    flushed_by: dict[int, int] = {}
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            flushed_by[threading.get_ident()] = flushed_by.get(threading.get_ident(), 0) + 1
+        real_fsync(fd)
+
+    store = LocalStore(str(tmp_path / "durable"), fsync=True)
+    z = za.create_array(store, shape=(64, 64), chunks=(8, 8), dtype="u2", fill_value=0)
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    data = np.arange(1, 64 * 64 + 1, dtype="u2").reshape(64, 64)
+    z[...] = data
+    assert sum(flushed_by.values()) == 64  # every chunk file flushed before the write returned
+    assert len(flushed_by) > 1  # by more than one thread
+    assert store.metrics().requests.get("set", 0) >= 64  # each file still counts as a request
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "durable"), mode="r")[...], data)

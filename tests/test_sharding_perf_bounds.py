@@ -22,7 +22,7 @@ from asyncarr.codecs.pipeline import CodecPipeline
 from asyncarr.codecs.sharding import _Body
 from asyncarr.errors import CodecError
 from asyncarr.shards import RUN_BYTES, open_shard_sync, partial_read_codec, read_shard_region_blocking
-from asyncarr.stores import LocalStore, MemoryStore
+from asyncarr.stores import MemoryStore
 
 LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
 CHAINS: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
@@ -329,9 +329,6 @@ _FACADE_CHILD = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the peak is read from /proc/self/status")
-@pytest.mark.skipif(
-    not hasattr(LocalStore, "open_sync"), reason="the array layer reads shards whole until LocalStore.open_sync"
-)
 def test_a_full_read_of_a_sharded_local_array_peaks_near_its_output(tmp_path):
     # Four 16 MiB shards of 1 MiB inner chunks that do not compress, read by two codec threads:
     # whole shards held by each would be 32 MiB above the 64 MiB output; a run and an inner

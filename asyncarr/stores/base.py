@@ -249,6 +249,12 @@ class Store(abc.ABC):
         """Blocking ``delete``, for stores with ``supports_sync_io``."""
         raise NotImplementedError(f"{type(self).__name__} has no blocking delete")
 
+    def set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Blocking ``set`` of many values, returning when all are stored (one after another here;
+        a store whose writes wait on a disk spreads them over threads of its own)."""
+        for key, value in items:
+            self.set_sync(key, value)
+
     # -- defaults built on the interface ------------------------------------------------
 
     async def get_many(self, requests: Iterable[tuple[str, ByteRange | None]]) -> list[bytes | None]:

@@ -20,6 +20,7 @@ the reader: swapping a checked directory for a link while the store is open.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import functools
@@ -227,6 +228,24 @@ class LocalStore(Store):
         """Blocking ``set``: write the file at ``key`` atomically on the calling thread."""
         self._check_writable()
         self._write_file(self._file_path(key), key, value)
+
+    def set_many_sync(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Blocking writes of many files, spread over the store's I/O threads, returning when all are
+        written: durable writes wait on the disk for each file, and many flushes in flight wait
+        together. Each file counts as one ``set`` request; the first failure is raised."""
+        self._check_writable()
+        timed, write = recorder_of(self).timed, self._write_file
+        jobs = [(self._file_path(key), key, value) for key, value in items]
+
+        def write_all(batch: list[tuple[str, str, Any]]) -> None:
+            for job in batch:
+                timed("set", write, *job, written=len(job[2]))
+
+        size = max(1, -(-len(jobs) // _IO_THREADS))
+        pending = [_io_executor().submit(write_all, jobs[start : start + size]) for start in range(0, len(jobs), size)]
+        concurrent.futures.wait(pending)  # every file finished (or failed) before any error is raised
+        for future in pending:
+            future.result()
 
     def delete_sync(self, key: str) -> None:
         """Blocking ``delete`` on the calling thread."""
