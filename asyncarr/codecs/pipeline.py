@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -132,12 +133,13 @@ class CodecPipeline(abc.ABC):
                     if (
                         type(destination) is np.ndarray
                         and destination.shape == chunk_shape
-                        and destination.flags.c_contiguous
-                        and destination.flags.writeable
                         and destination.dtype == self.dtype
                         and np.may_share_memory(destination, out)  # a view of `out`, not a fancy-indexed copy
                     ):
-                        fast.into(data, destination)
+                        if destination.flags.c_contiguous and destination.flags.writeable:
+                            fast.into(data, destination)
+                        else:  # a block of a larger output: decoded in a scratch chunk, then copied in
+                            fast.copy_into(data, destination)
                         return
                 chunk = fast.array(data)
                 out[out_selection] = chunk if whole else chunk[chunk_selection]
@@ -225,6 +227,7 @@ class _PlainChainDecoder:
         self._nbytes = math.prod(chunk_shape) * dtype.itemsize
         # c-blosc2 for small frames when it is installed (`asyncarr.codecs.blosc_frames`).
         self._blosc2 = blosc_framed and fast_decoder_available()
+        self._scratch = threading.local()  # one chunk-sized array per thread, for `copy_into`
 
     def into(self, data: Buffer, destination: np.ndarray) -> None:
         """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype."""
@@ -234,6 +237,21 @@ class _PlainChainDecoder:
                 blosc.decompress(frame, destination)
         else:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
+
+    def copy_into(self, data: Buffer, destination: np.ndarray) -> None:
+        """Decode into this thread's scratch chunk, then copy it into ``destination`` (a view of the
+        chunk's shape): no new array per chunk, which small chunks notice."""
+        scratch = getattr(self._scratch, "chunk", None)
+        if scratch is None:
+            scratch = self._scratch.chunk = np.empty(self._shape, dtype=self._dtype)
+            self._scratch.address = scratch.ctypes.data
+        if self._blosc_framed:
+            frame = check_blosc_frame(data, self._nbytes)
+            if not (self._blosc2 and decompress_into_address(frame, self._scratch.address, self._nbytes)):
+                blosc.decompress(frame, scratch)
+        else:
+            scratch.reshape(-1).view(np.uint8)[...] = self._raw(data)
+        destination[...] = scratch
 
     def array(self, data: Buffer) -> np.ndarray:
         """Decode into a new array of the chunk, read-only where it is the raw bytes themselves (not copied)."""
