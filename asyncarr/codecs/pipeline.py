@@ -141,8 +141,10 @@ class CodecPipeline(abc.ABC):
                         else:  # a block of a larger output: decoded in a scratch chunk, then copied in
                             fast.copy_into(data, destination)
                         return
-                chunk = fast.array(data)
-                out[out_selection] = chunk if whole else chunk[chunk_selection]
+                if whole:
+                    out[out_selection] = fast.array(data)
+                else:  # a part of the chunk: decoded in this thread's scratch chunk, the part copied out
+                    out[out_selection] = fast.scratch_decode(data)[chunk_selection]
                 return
             if _selects_whole_chunk(chunk_selection, chunk_shape):
                 destination = out[out_selection]
@@ -241,6 +243,12 @@ class _PlainChainDecoder:
     def copy_into(self, data: Buffer, destination: np.ndarray) -> None:
         """Decode into this thread's scratch chunk, then copy it into ``destination`` (a view of the
         chunk's shape): no new array per chunk, which small chunks notice."""
+        destination[...] = self.scratch_decode(data)
+
+    def scratch_decode(self, data: Buffer) -> np.ndarray:
+        """The chunk decoded into this thread's scratch array, valid until the thread's next call:
+        copy out what is needed at once. No new memory per chunk (on this VM, faulting in a new
+        MiB costs about what decoding one does)."""
         scratch = getattr(self._scratch, "chunk", None)
         if scratch is None:
             scratch = self._scratch.chunk = np.empty(self._shape, dtype=self._dtype)
@@ -251,7 +259,7 @@ class _PlainChainDecoder:
                 blosc.decompress(frame, scratch)
         else:
             scratch.reshape(-1).view(np.uint8)[...] = self._raw(data)
-        destination[...] = scratch
+        return scratch
 
     def array(self, data: Buffer) -> np.ndarray:
         """Decode into a new array of the chunk, read-only where it is the raw bytes themselves (not copied)."""

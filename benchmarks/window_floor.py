@@ -1,0 +1,128 @@
+"""The floor of W4 on local files in Python: a row and a window with no Zarr library at all.
+
+``python -m benchmarks.window_floor [--repeats N]`` writes W1's array (8192 x 8192 float32,
+chunks 512 x 512, Blosc lz4 5 with shuffle, v2 keys) once with asyncarr, then times W4's row
+(row 4096: 16 chunks, one row of each) and window (rows and columns 1000-2000: 9 chunks, parts
+of 8) beside asyncarr's facade, tensorstore (with and without fsync; they read alike) and
+zarr-python with zarrs, interleaved, on the same files. The floor reads each chunk file whole
+(``os.readv`` into a reused buffer), decodes it with ``numcodecs.blosc.decompress`` into a chunk-sized
+scratch array of its thread, and copies the selected part into the output; on one thread and
+on two (each a share of the chunks). Every result is checked against the data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from numcodecs import blosc
+
+from .engines import ENGINES, ArraySpec
+from .workloads import field
+
+__all__ = ["main"]
+
+SPEC = ArraySpec((8192, 8192), (512, 512), "float32", 2)
+SELECTIONS = {"row": (4096, slice(None)), "window": (slice(1000, 2000), slice(1000, 2000))}
+ENGINE_NAMES = ["asyncarr-sync", "tensorstore", "tensorstore-nosync", "zarr-python-zarrs"]
+
+
+def _pieces(
+    selection: tuple[Any, Any],
+) -> tuple[tuple[int, ...], list[tuple[str, tuple[slice, slice], tuple[slice, slice]]]]:
+    """The output's shape and, per chunk touched, its key, its part to take and where that goes."""
+    rows = slice(selection[0], selection[0] + 1) if isinstance(selection[0], int) else selection[0]
+    columns = selection[1].indices(SPEC.shape[1])
+    row_range, column_range = rows.indices(SPEC.shape[0])[:2], columns[:2]
+    side = SPEC.chunks[0]
+    pieces = []
+    for i in range(row_range[0] // side, (row_range[1] - 1) // side + 1):
+        for j in range(column_range[0] // side, (column_range[1] - 1) // side + 1):
+            r0, r1 = max(row_range[0], i * side), min(row_range[1], (i + 1) * side)
+            c0, c1 = max(column_range[0], j * side), min(column_range[1], (j + 1) * side)
+            inside = (slice(r0 - i * side, r1 - i * side), slice(c0 - j * side, c1 - j * side))
+            target = (slice(r0 - row_range[0], r1 - row_range[0]), slice(c0 - column_range[0], c1 - column_range[0]))
+            pieces.append((f"{i}.{j}", inside, target))
+    return (row_range[1] - row_range[0], column_range[1] - column_range[0]), pieces
+
+
+_scratch = threading.local()
+
+
+def _read_pieces(root: str, pieces: list[Any], out: np.ndarray) -> None:
+    chunk = getattr(_scratch, "chunk", None)
+    if chunk is None:  # a chunk-sized array and a file-sized buffer per thread, reused: no new memory per chunk
+        chunk = _scratch.chunk = np.empty(SPEC.chunks, dtype=SPEC.dtype)
+        _scratch.raw = bytearray(2 * chunk.nbytes)
+    raw = _scratch.raw
+    for key, inside, target in pieces:
+        fd = os.open(f"{root}/{key}", os.O_RDONLY)
+        try:
+            size = os.readv(fd, [raw])
+        finally:
+            os.close(fd)
+        blosc.decompress(memoryview(raw)[:size], chunk)
+        out[target] = chunk[inside]
+
+
+def _floor(root: str, selection: Any, threads: int, pool: ThreadPoolExecutor) -> np.ndarray:
+    shape, pieces = _pieces(selection)
+    out = np.empty(shape, dtype=SPEC.dtype)
+    if threads == 1:
+        _read_pieces(root, pieces, out)
+    else:
+        shares = [pieces[start::threads] for start in range(threads)]
+        helpers = [pool.submit(_read_pieces, root, share, out) for share in shares[1:]]
+        _read_pieces(root, shares[0], out)
+        for helper in helpers:
+            helper.result()
+    return out[0] if isinstance(selection[0], int) else out
+
+
+def main() -> None:
+    """Print W4's local floors beside the engines, as medians of interleaved repeats and ratios to tensorstore."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=40)
+    repeats = parser.parse_args().repeats
+    data = field(SPEC.shape, SPEC.dtype)
+    with tempfile.TemporaryDirectory(prefix="asyncarr-window-floor-") as directory:
+        root = os.path.join(directory, "w1")
+        ENGINES["asyncarr-sync"].write(root, data, SPEC)
+        handles = {name: ENGINES[name].open(root) for name in ENGINE_NAMES}
+        with ThreadPoolExecutor(2) as pool:
+            for kind, selection in SELECTIONS.items():
+                expected = data[selection]
+                runners: dict[str, Callable[[], Any]] = {
+                    "Python floor, one thread": lambda s=selection: _floor(root, s, 1, pool),
+                    "Python floor, two threads": lambda s=selection: _floor(root, s, 2, pool),
+                } | {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in ENGINE_NAMES}
+                times: dict[str, list[float]] = {name: [] for name in runners}
+                for name, run in runners.items():  # warm-up, and the check
+                    if not np.array_equal(np.asarray(run()), expected):
+                        raise AssertionError(f"{name} read other data than was written")
+                for _ in range(repeats):
+                    for name, run in runners.items():
+                        started = time.perf_counter()
+                        run()
+                        times[name].append(time.perf_counter() - started)
+                print(f"| W4 local v2 {kind} | ms | / tensorstore | / tensorstore-nosync |")
+                print("|---|---|---|---|")
+                for name, measured in times.items():
+                    ratios = [
+                        statistics.median(a / b for a, b in zip(measured, times[anchor], strict=True))
+                        for anchor in ("tensorstore", "tensorstore-nosync")
+                    ]
+                    print(f"| {name} | {statistics.median(measured) * 1e3:.2f} | {ratios[0]:.2f} | {ratios[1]:.2f} |")
+                print()
+
+
+if __name__ == "__main__":
+    main()
