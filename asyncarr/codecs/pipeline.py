@@ -139,7 +139,7 @@ class CodecPipeline(abc.ABC):
                         if destination.flags.c_contiguous and destination.flags.writeable:
                             fast.into(data, destination)
                         else:  # a block of a larger output: decoded in a scratch chunk, then copied in
-                            fast.copy_into(data, destination)
+                            destination[...] = fast.scratch_decode(data)
                         return
                 if whole:
                     out[out_selection] = fast.array(data)
@@ -229,21 +229,22 @@ class _PlainChainDecoder:
         self._nbytes = math.prod(chunk_shape) * dtype.itemsize
         # c-blosc2 for small frames when it is installed (`asyncarr.codecs.blosc_frames`).
         self._blosc2 = blosc_framed and fast_decoder_available()
-        self._scratch = threading.local()  # one chunk-sized array per thread, for `copy_into`
+        self._scratch = threading.local()  # one chunk-sized array per thread, for `scratch_decode`
 
-    def into(self, data: Buffer, destination: np.ndarray) -> None:
-        """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype."""
+    def into(self, data: Buffer, destination: np.ndarray, address: int | None = None) -> None:
+        """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype
+        (``address``: its memory's address, where the caller already knows it)."""
         if self._blosc_framed:
             frame = check_blosc_frame(data, self._nbytes)
-            if not (self._blosc2 and decompress_into_address(frame, destination.ctypes.data, self._nbytes)):
+            if not (
+                self._blosc2
+                and decompress_into_address(
+                    frame, destination.ctypes.data if address is None else address, self._nbytes
+                )
+            ):
                 blosc.decompress(frame, destination)
         else:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
-
-    def copy_into(self, data: Buffer, destination: np.ndarray) -> None:
-        """Decode into this thread's scratch chunk, then copy it into ``destination`` (a view of the
-        chunk's shape): no new array per chunk, which small chunks notice."""
-        destination[...] = self.scratch_decode(data)
 
     def scratch_decode(self, data: Buffer) -> np.ndarray:
         """The chunk decoded into this thread's scratch array, valid until the thread's next call:
@@ -253,12 +254,7 @@ class _PlainChainDecoder:
         if scratch is None:
             scratch = self._scratch.chunk = np.empty(self._shape, dtype=self._dtype)
             self._scratch.address = scratch.ctypes.data
-        if self._blosc_framed:
-            frame = check_blosc_frame(data, self._nbytes)
-            if not (self._blosc2 and decompress_into_address(frame, self._scratch.address, self._nbytes)):
-                blosc.decompress(frame, scratch)
-        else:
-            scratch.reshape(-1).view(np.uint8)[...] = self._raw(data)
+        self.into(data, scratch, self._scratch.address)
         return scratch
 
     def array(self, data: Buffer) -> np.ndarray:
