@@ -171,6 +171,11 @@ class ChunkIO:
         """Read, decode and copy out ``projections``; partly read chunks go into ``decoded`` unless it is None."""
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
         shard_codec = partial_read_codec(self.pipeline)
+        # A store that holds a chunk open for reads of parts of it (local files): a part of a chunk
+        # reads and decodes only the Blosc blocks (or raw bytes) it lies in.
+        open_part = getattr(self.store, "open_sync", None) if decoded is None else None
+        if open_part is not None and (shard_codec is not None or not self.pipeline.reads_parts(self.grid)):
+            open_part = None
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
             if shard_codec is not None and (projection.is_complete_chunk or decoded is None):
@@ -186,7 +191,15 @@ class ChunkIO:
                 except CodecError as exc:
                     raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
                 continue
-            data = get(key)
+            if open_part is not None and not projection.is_complete_chunk:
+                with open_part(key) as stored:
+                    if stored is not None and self.pipeline.read_part_into(
+                        stored, self.grid, out, projection.out_selection, projection.chunk_selection
+                    ):
+                        continue
+                    data = None if stored is None else stored.read(0, stored.size)
+            else:
+                data = get(key)
             if projection.is_complete_chunk or decoded is None:
                 if data is None:
                     out[projection.out_selection] = self.fill

@@ -28,6 +28,7 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
 from asyncarr.codecs.allowlist import DATA_OBJECT_CODEC_IDS, OBJECT_LIST_CODEC_IDS, VARIABLE_LENGTH_CODEC_IDS
+from asyncarr.codecs.blosc_blocks import BlockReader, FramePart, selection_byte_span
 from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
 from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.objects import decode_categories, decode_object_list
@@ -161,6 +162,28 @@ class CodecPipeline(abc.ABC):
             raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
         out[out_selection] = chunk[chunk_selection]
 
+    def reads_parts(self, chunk_shape: tuple[int, ...]) -> bool:
+        """Whether `read_part_into` can read parts of this array's chunks (raw or Blosc-framed ones)."""
+        return self._whole_chunk_decoder(chunk_shape) is not None
+
+    def read_part_into(
+        self,
+        source: FramePart,
+        chunk_shape: tuple[int, ...],
+        out: np.ndarray,
+        out_selection: Selection,
+        chunk_selection: Selection,
+    ) -> bool:
+        """Read from ``source`` (a stored chunk held open) and decode only what ``chunk[chunk_selection]``
+        needs, into ``out[out_selection]``; False, with nothing written, when the chunk should be read
+        whole instead (`asyncarr.codecs.blosc_blocks`)."""
+        decoder = self._whole_chunk_decoder(chunk_shape)
+        chunk = None if decoder is None else decoder.scratch_read_part(source, chunk_selection)
+        if chunk is None:
+            return False
+        out[out_selection] = chunk[chunk_selection]
+        return True
+
     def encode(self, chunk: np.ndarray, key: str) -> bytes:
         """Encode one chunk (an array of the chunk's shape) into the bytes to store."""
         chunk = np.asarray(chunk)
@@ -230,6 +253,7 @@ class _PlainChainDecoder:
         # c-blosc2 for small frames when it is installed (`asyncarr.codecs.blosc_frames`).
         self._blosc2 = blosc_framed and fast_decoder_available()
         self._scratch = threading.local()  # one chunk-sized array per thread, for `scratch_decode`
+        self._blocks = BlockReader(self._nbytes)
 
     def into(self, data: Buffer, destination: np.ndarray, address: int | None = None) -> None:
         """Decode into ``destination``, a C-contiguous writable array of the chunk's shape and dtype
@@ -250,11 +274,34 @@ class _PlainChainDecoder:
         """The chunk decoded into this thread's scratch array, valid until the thread's next call:
         copy out what is needed at once. No new memory per chunk (on this VM, faulting in a new
         MiB costs about what decoding one does)."""
+        scratch = self._scratch_chunk()
+        self.into(data, scratch, self._scratch.address)
+        return scratch
+
+    def scratch_read_part(self, source: FramePart, selection: Selection) -> np.ndarray | None:
+        """What ``selection`` reads of the chunk stored in ``source``, read and decoded into this
+        thread's scratch array, the rest of which is undefined (only the Blosc blocks, or for raw
+        chunks the bytes, it lies in); None when the chunk should be read whole instead."""
+        span = selection_byte_span(selection, self._shape, self._dtype.itemsize)
+        if span is None:
+            return None
+        if self._blosc_framed and not self._blocks.may_save(*span):
+            return None
+        scratch = self._scratch_chunk()
+        flat = self._scratch.bytes
+        if self._blosc_framed:
+            return scratch if self._blocks.read_into(source, span[0], span[1], flat) else None
+        if source.size != self._nbytes:
+            return None  # the whole read names the wrong size
+        part = memoryview(flat[span[0] : span[1] + 1])
+        return scratch if source.read_into(span[0], part) == len(part) else None
+
+    def _scratch_chunk(self) -> np.ndarray:
         scratch = getattr(self._scratch, "chunk", None)
         if scratch is None:
             scratch = self._scratch.chunk = np.empty(self._shape, dtype=self._dtype)
             self._scratch.address = scratch.ctypes.data
-        self.into(data, scratch, self._scratch.address)
+            self._scratch.bytes = scratch.reshape(-1).view(np.uint8)
         return scratch
 
     def array(self, data: Buffer) -> np.ndarray:

@@ -28,6 +28,7 @@ import os
 import shutil
 import stat
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -417,20 +418,27 @@ class LocalStore(Store):
     def open_sync(self, key: str) -> Iterator[_OpenFile | None]:
         """The file at ``key`` held open for reads of parts of it (`asyncarr.shards.ShardBytes`), or
         None when missing: every part comes from the one file opened, whatever replaces it meanwhile."""
+        started = time.perf_counter()
         path = self._file_path(key)
         fd = self._open_for_reading(path, key)
         if fd is None:
+            recorder_of(self).record("get", time.perf_counter() - started)
             yield None
             return
+        opened = None
         try:
             try:
                 status = os.fstat(fd)
             except OSError as exc:
                 raise self._error(key, exc) from exc
             # os.open opens directories: one at a key is no value, as for a whole read.
-            yield None if stat.S_ISDIR(status.st_mode) else _OpenFile(fd, status.st_size, key, self)
+            if not stat.S_ISDIR(status.st_mode):
+                opened = _OpenFile(fd, status.st_size, key, self)
+            yield opened
         finally:
             os.close(fd)
+            # One request per file opened, as a whole read of it would count, with the bytes read.
+            recorder_of(self).record("get", time.perf_counter() - started, opened.bytes_read if opened else 0)
 
     def _write_file(self, path: str, key: str, value: bytes) -> None:
         # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
@@ -626,9 +634,29 @@ class _OpenFile:
         self.size = size
         self._key = key
         self._store = store
+        self.bytes_read = 0
 
     def read(self, offset: int, nbytes: int) -> bytes:
         """``nbytes`` bytes from ``offset`` (fewer only where the file ends first)."""
+        data = self._read(offset, nbytes)
+        self.bytes_read += len(data)
+        return data
+
+    def read_into(self, offset: int, buffer: memoryview) -> int:
+        """Fill ``buffer`` from ``offset``, with no new memory; the count read (less only where the file ends first)."""
+        got = 0
+        try:
+            while got < len(buffer):
+                count = _preadv(self._fd, buffer[got:], offset + got)
+                if not count:
+                    break
+                got += count
+        except OSError as exc:
+            raise self._store._error(self._key, exc) from exc
+        self.bytes_read += got
+        return got
+
+    def _read(self, offset: int, nbytes: int) -> bytes:
         try:
             data = _pread(self._fd, nbytes, offset)
             if len(data) == nbytes or not data:
@@ -652,6 +680,16 @@ def _pread(fd: int, nbytes: int, offset: int) -> bytes:
         return os.pread(fd, nbytes, offset)
     os.lseek(fd, offset, os.SEEK_SET)
     return os.read(fd, nbytes)
+
+
+def _preadv(fd: int, buffer: memoryview, offset: int) -> int:
+    """``os.preadv`` into one buffer, or a seek, a read and a copy where there is none (Windows)."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [buffer], offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    data = os.read(fd, len(buffer))
+    buffer[: len(data)] = data
+    return len(data)
 
 
 def _read_whole(fd: int) -> bytes:

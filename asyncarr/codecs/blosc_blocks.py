@@ -1,0 +1,184 @@
+"""Reading and decoding only the Blosc blocks that a part of a chunk lies in, from a local file.
+
+A Blosc 1 frame is a 16-byte header, one offset per block, then each block compressed on its
+own (c-blosc 1 cuts a 1 MiB float32 chunk into two blocks of 512 KiB). One row of such a chunk
+lies in one block: reading and decoding the other is half the work of the read, for nothing.
+
+For each block needed, the block's bytes are read from the file into a buffer behind a header
+of their own, making a frame of one block, which numcodecs (c-blosc 1, the library that decodes
+whole frames) decodes. That frame holds every byte the library reads for the block (the block's
+compressed streams, as many as c-blosc 1 reads, are checked to lie inside it, and the library
+checks the same against the length in the header), and its header gives the library the same
+item size, flags and block size as the whole frame does. So a block decoded here is, byte for
+byte, the block that decoding the whole frame gives.
+
+What is not read is not checked: damage in a block that a read does not need is found by the
+reads that need it, as with a part of a shard. Anything this module does not recognize (frames
+stored uncompressed, format versions other than c-blosc 1's, a last block shorter than the
+others, streams that do not fit, a frame the library refuses) makes it answer False, and the
+caller reads and decodes the whole frame, whose result or error is then the answer.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any, Protocol
+
+import numpy as np
+from numcodecs import blosc
+
+from asyncarr.codecs.v3 import Buffer
+
+__all__ = ["BlockReader", "FramePart", "selection_byte_span"]
+
+_HEADER = struct.Struct("<BBBBiii")
+_ONE_BLOCK_HEADER = struct.Struct("<BBBBiiii")
+"""A frame of one block: the 16-byte header and the block's offset (always 20)."""
+_INT32 = struct.Struct("<i")
+_HEAD_BYTES = 4096  # the header and the offsets of up to 1020 blocks, in one read
+_MEMCPYED, _FUTURE_FLAGS, _DONT_SPLIT = 0x02, 0x08, 0x10
+_VERSION_FORMAT = 2  # what c-blosc 1 writes and reads
+_MAX_SPLITS, _MIN_BUFFERSIZE = 16, 128  # c-blosc 1's rule for splitting a block into streams
+
+_frames = threading.local()  # per thread: a reusable buffer for the one-block frames
+
+
+def selection_byte_span(selection: Any, shape: tuple[int, ...], itemsize: int) -> tuple[int, int] | None:
+    """The first and last byte, in a C-ordered chunk of ``shape``, that ``selection`` reads;
+    None when it reads nothing or is not a tuple of slices, integers and integer arrays."""
+    if not isinstance(selection, tuple) or len(selection) != len(shape):
+        return None
+    first = last = 0
+    stride = itemsize
+    for part, size in zip(reversed(selection), reversed(shape), strict=True):
+        if type(part) is slice:
+            start, stop, step = part.indices(size)
+            count = len(range(start, stop, step))
+            if not count:
+                return None
+            low, high = sorted((start, start + (count - 1) * step))
+        elif isinstance(part, (int, np.integer)):
+            low = high = int(part) % size if -size <= part < size else -1
+            if low < 0:
+                return None
+        elif isinstance(part, np.ndarray) and part.dtype.kind in "iu" and part.size:
+            low, high = int(part.min()), int(part.max())
+            if low < 0 or high >= size:
+                return None
+        else:
+            return None
+        first += low * stride
+        last += high * stride
+        stride *= size
+    return first, last + itemsize - 1
+
+
+class FramePart(Protocol):
+    """A stored frame to read parts of (`asyncarr.stores.local.LocalStore.open_sync`): its size,
+    bytes at an offset, and bytes at an offset read into a caller's buffer."""
+
+    size: int
+
+    def read(self, offset: int, nbytes: int) -> Buffer:
+        """``nbytes`` bytes from ``offset`` (fewer only past the end)."""
+        ...
+
+    def read_into(self, offset: int, buffer: memoryview) -> int:
+        """Fill ``buffer`` from ``offset``; the count read (less only past the end)."""
+        ...
+
+
+class BlockReader:
+    """Reads the parts of one array's stored Blosc frames that parts of its chunks lie in.
+
+    It remembers the block size of the last frame it read: a part that lies in every block of
+    a frame like that one is left to a whole read at once, without a read of the header first.
+    """
+
+    def __init__(self, nbytes: int) -> None:
+        self._nbytes = nbytes
+        self._blocksize = 0  # of the last frame seen; 0 before any (a hint, so no lock)
+
+    def may_save(self, first_byte: int, last_byte: int) -> bool:
+        """Whether bytes ``first_byte`` to ``last_byte`` of a chunk are likely to lie in fewer than all its blocks."""
+        blocksize = self._blocksize
+        return not blocksize or first_byte >= blocksize or last_byte < (self._nbytes - 1) // blocksize * blocksize
+
+    def read_into(self, source: FramePart, first_byte: int, last_byte: int, destination: np.ndarray) -> bool:
+        """Read and decode the blocks of the Blosc frame stored in ``source`` that hold bytes
+        ``first_byte`` to ``last_byte`` of the decoded chunk, into the same places of
+        ``destination`` (a writable uint8 view of the whole decoded chunk); False, with
+        ``destination`` undefined, when the frame should be read and decoded whole instead (it
+        has one block, the bytes span all of them, or it is not a frame this module reads in part).
+        """
+        head = source.read(0, min(source.size, _HEAD_BYTES))
+        if len(head) < _HEADER.size:
+            return False
+        version, codec_version, flags, typesize, nbytes, blocksize, cbytes = _HEADER.unpack_from(head)
+        if version != _VERSION_FORMAT or flags & (_MEMCPYED | _FUTURE_FLAGS) or blocksize <= 0 or not typesize:
+            return False
+        if nbytes != destination.nbytes or not _HEADER.size <= cbytes <= source.size:
+            return False  # the whole read names what is wrong
+        self._blocksize = blocksize
+        nblocks = -(-nbytes // blocksize)
+        first_block, last_block = first_byte // blocksize, last_byte // blocksize
+        if last_block >= nblocks or (first_block == 0 and last_block == nblocks - 1):
+            return False
+        if last_block == nblocks - 1 and nbytes % blocksize:
+            return False  # the shorter last block: c-blosc 1 refuses a one-block frame of it
+        offsets_end = _HEADER.size + 4 * nblocks
+        if offsets_end > len(head):
+            return False
+        starts = struct.unpack_from(f"<{nblocks}i", head, _HEADER.size)
+        splits = _splits(flags, typesize, blocksize)
+        for block in range(first_block, last_block + 1):
+            start = starts[block]
+            # Blocks lie one after another, in any order: this one ends where the next begins.
+            end = min((other for other in starts if other > start), default=cbytes)
+            if not offsets_end <= start < end <= cbytes:
+                return False
+            frame = _frame_buffer(_ONE_BLOCK_HEADER.size + end - start)
+            body = memoryview(frame)[_ONE_BLOCK_HEADER.size : _ONE_BLOCK_HEADER.size + end - start]
+            if source.read_into(start, body) != len(body):
+                return False
+            length = _streams_end(frame, _ONE_BLOCK_HEADER.size, splits, len(body))
+            if length is None:
+                return False
+            _ONE_BLOCK_HEADER.pack_into(
+                frame, 0, version, codec_version, flags, typesize, blocksize, blocksize, length, _ONE_BLOCK_HEADER.size
+            )
+            try:
+                blosc.decompress(memoryview(frame)[:length], destination[block * blocksize : (block + 1) * blocksize])
+            except (RuntimeError, ValueError):
+                return False
+        return True
+
+
+def _splits(flags: int, typesize: int, blocksize: int) -> int:
+    """How many compressed streams c-blosc 1 reads for a full-sized block."""
+    if not flags & _DONT_SPLIT and typesize <= _MAX_SPLITS and blocksize // typesize >= _MIN_BUFFERSIZE:
+        return typesize
+    return 1
+
+
+def _streams_end(frame: bytearray, position: int, splits: int, nbytes: int) -> int | None:
+    """Where the ``splits`` size-prefixed streams from ``position`` end, or None unless they
+    have sizes above zero and end within ``nbytes`` of it."""
+    size = position + nbytes
+    for _ in range(splits):
+        if position + 4 > size:
+            return None
+        stream = _INT32.unpack_from(frame, position)[0]
+        position += 4 + stream
+        if stream <= 0 or position > size:
+            return None
+    return position
+
+
+def _frame_buffer(nbytes: int) -> bytearray:
+    """This thread's reusable buffer for one-block frames, of at least ``nbytes``."""
+    buffer = getattr(_frames, "buffer", None)
+    if buffer is None or len(buffer) < nbytes:
+        buffer = _frames.buffer = bytearray(max(nbytes, 2 * len(buffer or b"")))
+    return buffer
