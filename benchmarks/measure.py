@@ -55,6 +55,19 @@ class PeakRSS:
         return self.peak - self.baseline
 
 
+class _NoRSS:
+    """`PeakRSS`'s stand-in when RSS is not sampled: no thread, growth 0."""
+
+    growth = 0
+
+    def __enter__(self) -> _NoRSS:
+        gc.collect()  # as PeakRSS does: a collection is never timed
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
 @dataclasses.dataclass
 class Measurement:
     """Every repeat of one engine on one task."""
@@ -105,12 +118,17 @@ def interleaved(
     check: Callable[[str, Any], None] | None = None,
     setup: Callable[[str], None] | None = None,
     server_cpu: Callable[[], float] | None = None,
+    sample_rss: bool = True,
 ) -> dict[str, Measurement]:
     """Warm each engine up once, then time ``repeats`` rounds of A B C ... so drift hits all alike.
 
     ``check(engine, result)`` verifies each result (raise to void the figure); ``setup(engine)``
     runs untimed before every call (e.g. removing what a write made); ``server_cpu()``, if given,
     reads a server's CPU seconds, recorded per call so each engine's cost to the server shows.
+    ``sample_rss=False`` leaves out the RSS sampler, a Python thread that takes the GIL every
+    millisecond: for reads of a few milliseconds it slows the engines that run Python beside
+    their I/O (asyncarr, zarr-python) and not those that release the GIL throughout
+    (tensorstore), so latencies are timed without it (growth is then recorded as 0).
     """
     names: Sequence[str] = list(runners)
     results = {name: Measurement(name, task, [], [], nbytes) for name in names}
@@ -125,7 +143,7 @@ def interleaved(
             if setup:
                 setup(name)
             cpu_before = server_cpu() if server_cpu else 0.0
-            with PeakRSS() as rss:
+            with PeakRSS() if sample_rss else _NoRSS() as rss:
                 started = time.perf_counter()
                 outcome = runners[name]()
                 elapsed = time.perf_counter() - started

@@ -130,6 +130,7 @@ def partial_reads(
             nbytes=data[selection].nbytes,
             check=_equal_check(data[selection]),
             server_cpu=server_cpu,
+            sample_rss=False,  # latencies of a few milliseconds: see `interleaved`
         )
         results.extend(measured.values())
     if floor:
