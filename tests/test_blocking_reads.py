@@ -87,18 +87,19 @@ def test_a_read_of_many_batches_uses_the_codec_threads_and_matches_numpy(
     z = za.open_array(str(tmp_path / "big.zarr"), mode="w", shape=data.shape, chunks=(512, 512), dtype="f4")
     z[...] = data
     seen: set[str] = set()
-    decode = z.async_array._pipeline.decode_into
+    store = z.async_array.store
+    get = store.get_sync
 
-    def recording_decode(*args, **kwargs):
+    def recording_get(*args, **kwargs):  # each chunk is read and decoded on the thread that reads it
         name = threading.current_thread().name
         seen.add(name)
         if not name.startswith("asyncarr-codec"):
             # A slow caller: the codec threads surely take batches before it has done them all,
             # however the OS schedules them (a fast caller on a busy machine sometimes did all 8).
             time.sleep(0.005)
-        return decode(*args, **kwargs)
+        return get(*args, **kwargs)
 
-    z.async_array._pipeline.decode_into = recording_decode
+    store.get_sync = recording_get
     np.testing.assert_array_equal(z[...], data)
     assert any(name.startswith("asyncarr-codec") for name in seen), seen
     assert (threading.current_thread().name in seen) == (use_threads is False), seen

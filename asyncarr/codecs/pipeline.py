@@ -162,6 +162,12 @@ class CodecPipeline(abc.ABC):
             raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
         out[out_selection] = chunk[chunk_selection]
 
+    def plain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
+        """The decoder of whole chunks of ``chunk_shape`` for chains of raw or Blosc-framed bytes and
+        nothing else (cached), or None for other chains: for reads of many small chunks, whose
+        cost is mostly per chunk."""
+        return self._whole_chunk_decoder(chunk_shape)
+
     def reads_parts(self, chunk_shape: tuple[int, ...]) -> bool:
         """Whether `read_part_into` can read parts of this array's chunks (raw or Blosc-framed ones)."""
         return self._whole_chunk_decoder(chunk_shape) is not None
@@ -269,6 +275,17 @@ class _PlainChainDecoder:
                 blosc.decompress(frame, destination)
         else:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
+
+    def into_view(self, data: Buffer, key: str, destination: np.ndarray) -> None:
+        """Decode a whole chunk into ``destination``, a writable view of the chunk's shape and dtype
+        (in a larger output); a failure raises `CodecError` naming ``key``, as `decode_into` does."""
+        try:
+            if destination.flags.c_contiguous:
+                self.into(data, destination)
+            else:  # a block of a larger output: decoded in a scratch chunk, then copied in
+                destination[...] = self.scratch_decode(data)
+        except Exception as exc:
+            raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
 
     def scratch_decode(self, data: Buffer) -> np.ndarray:
         """The chunk decoded into this thread's scratch array, valid until the thread's next call:
