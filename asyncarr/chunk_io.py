@@ -136,12 +136,15 @@ class ChunkIO:
 
     async def _read_fast(self, projections: list[ChunkProjection], out: np.ndarray) -> None:
         # Concurrent calls reading parts of one chunk (many small reads from a data service)
-        # share a single fetch and decode of it: the first call decodes, the others wait.
+        # share a single fetch and decode of it: the first call decodes, the others wait. The
+        # first keeps the whole decoded chunk only if another call is waiting by the time it is
+        # read; else it reads just its part, and a call that joins later reads its own.
         in_flight = _chunks_in_flight()
+        waited_on = _chunks_waited_on()
         location = self.store.location
         mine: list[ChunkProjection] = []
-        published: dict[str, asyncio.Future[np.ndarray | None]] = {}
-        joined: list[tuple[ChunkProjection, asyncio.Future[np.ndarray | None]]] = []
+        published: dict[str, asyncio.Future[Any]] = {}
+        joined: list[tuple[ChunkProjection, asyncio.Future[Any]]] = []
         for projection in projections:
             if projection.is_complete_chunk:
                 mine.append(projection)
@@ -153,27 +156,42 @@ class ChunkIO:
                 published[key] = future
                 mine.append(projection)
             else:
+                waited_on.add((location, key))
                 joined.append((projection, future))
-        decoded: dict[str, np.ndarray | None] = {}
+        decoded: dict[str, Any] = {}
         try:
-            await self._run_batches(mine, self._worker_count(), self._read_batch, out, decoded)
+            await self._run_batches(
+                mine, self._worker_count(), self._read_batch, out, decoded, lambda key: (location, key) in waited_on
+            )
         except BaseException as exc:
-            _settle(in_flight, location, published, error=exc)
+            _settle(in_flight, waited_on, location, published, error=exc)
             raise
-        _settle(in_flight, location, published, results=decoded)
+        _settle(in_flight, waited_on, location, published, results=decoded)
+        rereads = []
         for projection, future in joined:
             chunk = await future
-            out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
+            if chunk is _NOT_KEPT:  # its reader took only its own part, before this call joined
+                rereads.append(projection)
+            else:
+                out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
+        if rereads:
+            await self._run_batches(rereads, self._worker_count(), self._read_batch, out, None)
 
     def _read_batch(
-        self, projections: Sequence[ChunkProjection], out: np.ndarray, decoded: dict[str, np.ndarray | None] | None
+        self,
+        projections: Sequence[ChunkProjection],
+        out: np.ndarray,
+        decoded: dict[str, Any] | None,
+        waited_on: Callable[[str], bool] | None = None,
     ) -> None:
-        """Read, decode and copy out ``projections``; partly read chunks go into ``decoded`` unless it is None."""
+        """Read, decode and copy out ``projections``. With ``decoded``, a chunk read in part goes
+        into it: whole, decoded, if ``waited_on(key)`` says another call waits for it, else as
+        `_NOT_KEPT` (that call then reads its own part)."""
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
         shard_codec = partial_read_codec(self.pipeline)
         # A store that holds a chunk open for reads of parts of it (local files): a part of a chunk
         # reads and decodes only the Blosc blocks (or raw bytes) it lies in.
-        open_part = getattr(self.store, "open_sync", None) if decoded is None else None
+        open_part = getattr(self.store, "open_sync", None)
         if open_part is not None and (shard_codec is not None or not self.pipeline.reads_parts(self.grid)):
             open_part = None
         # Whole chunks of the plainest chains, each bound for a view of its shape in `out`: decoded
@@ -182,7 +200,16 @@ class ChunkIO:
         grid = self.grid
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
-            if shard_codec is not None and (projection.is_complete_chunk or decoded is None):
+            if decoded is not None and not projection.is_complete_chunk:
+                if waited_on is not None and waited_on(key):
+                    # Another call waits on this chunk: decode it whole, and keep it for that call too.
+                    data = get(key)
+                    chunk = None if data is None else self.pipeline.decode(data, grid, self.store.key_url(key))
+                    decoded[key] = chunk  # one key per thread: dict assignment is atomic
+                    out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
+                    continue
+                decoded[key] = _NOT_KEPT
+            if shard_codec is not None:
                 # A shard: its index, then its inner chunks in runs, never the whole of it at once.
                 try:
                     with open_shard_sync(self.store, key) as shard:
@@ -198,7 +225,7 @@ class ChunkIO:
             if open_part is not None and not projection.is_complete_chunk:
                 with open_part(key) as stored:
                     if stored is not None and self.pipeline.read_part_into(
-                        stored, self.grid, out, projection.out_selection, projection.chunk_selection
+                        stored, grid, out, projection.out_selection, projection.chunk_selection
                     ):
                         continue
                     data = None if stored is None else stored.read(0, stored.size)
@@ -213,19 +240,13 @@ class ChunkIO:
                         except CodecError as exc:
                             raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
                         continue
-            if projection.is_complete_chunk or decoded is None:
-                if data is None:
-                    out[projection.out_selection] = self.fill
-                else:
-                    try:  # free unless raised: the chunk's URL is made only for the message
-                        decode_into(data, self.grid, key, out, projection.out_selection, projection.chunk_selection)
-                    except CodecError as exc:
-                        raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
+            if data is None:
+                out[projection.out_selection] = self.fill
                 continue
-            # A part of the chunk: keep the whole decoded chunk for the calls waiting on it.
-            chunk = None if data is None else self.pipeline.decode(data, self.grid, self.store.key_url(key))
-            decoded[key] = chunk  # one key per thread: dict assignment is atomic
-            out[projection.out_selection] = self.fill if chunk is None else chunk[projection.chunk_selection]
+            try:  # free unless raised: the chunk's URL is made only for the message
+                decode_into(data, grid, key, out, projection.out_selection, projection.chunk_selection)
+            except CodecError as exc:
+                raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
 
     async def _read_async(self, projections: Iterable[ChunkProjection], count: int, out: np.ndarray) -> None:
         store, pipeline = self.store, self.pipeline
@@ -473,8 +494,11 @@ class ChunkIO:
         in_flight = _chunks_in_flight()
         if not in_flight:  # no read is sharing a decode: nothing to forget (the common case)
             return
+        waited_on = _chunks_waited_on()
         for projection in projections:
-            in_flight.pop((self.store.location, self.chunk_key(projection.chunk_coords)), None)
+            chunk = (self.store.location, self.chunk_key(projection.chunk_coords))
+            in_flight.pop(chunk, None)
+            waited_on.discard(chunk)
 
     async def stored_chunk(self, key: str) -> np.ndarray:
         """The chunk at ``key`` as a writable array to update (the fill value where none is stored)."""
@@ -658,23 +682,40 @@ _in_flight_by_loop: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-def _chunks_in_flight() -> dict[tuple[str, str], asyncio.Future[np.ndarray | None]]:
+def _chunks_in_flight() -> dict[tuple[str, str], asyncio.Future[Any]]:
     """Decodes of partly read chunks under way in this event loop, by (store location, chunk key)."""
     return _in_flight_by_loop.setdefault(asyncio.get_running_loop(), {})
 
 
+_waited_on_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[tuple[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _chunks_waited_on() -> set[tuple[str, str]]:
+    """The chunks in flight in this event loop that another call has joined (only this loop's thread
+    adds to it; the codec threads read it, and a join they miss costs that call a read of its own)."""
+    return _waited_on_by_loop.setdefault(asyncio.get_running_loop(), set())
+
+
+_NOT_KEPT = object()
+"""What a call that read only its part of a chunk hands to the calls that joined it too late."""
+
+
 def _settle(
-    in_flight: dict[tuple[str, str], asyncio.Future[np.ndarray | None]],
+    in_flight: dict[tuple[str, str], asyncio.Future[Any]],
+    waited_on: set[tuple[str, str]],
     location: str,
-    published: dict[str, asyncio.Future[np.ndarray | None]],
+    published: dict[str, asyncio.Future[Any]],
     *,
-    results: dict[str, np.ndarray | None] | None = None,
+    results: dict[str, Any] | None = None,
     error: BaseException | None = None,
 ) -> None:
     """Hand the chunks this call decoded (or its failure) to the calls waiting on them."""
     for key, future in published.items():
         if in_flight.get((location, key)) is future:
             del in_flight[(location, key)]
+            waited_on.discard((location, key))
         if future.done():
             continue
         if results is not None and key in results:
