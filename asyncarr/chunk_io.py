@@ -234,7 +234,11 @@ class ChunkIO:
                 if plain is not None and data is not None and projection.is_complete_chunk:
                     out_selection = projection.out_selection
                     destination = out[out_selection]
-                    if destination.shape == grid and all(type(part) is slice for part in out_selection):
+                    if (
+                        type(destination) is np.ndarray  # not the scalar a 0-d selection gives
+                        and destination.shape == grid
+                        and all(type(part) is slice for part in out_selection)
+                    ):
                         try:  # a view of `out` (slices only), of the chunk's shape: not an edge chunk
                             plain.into_view(data, key, destination)
                         except CodecError as exc:
