@@ -37,6 +37,7 @@ _ONE_BLOCK_HEADER = struct.Struct("<BBBBiiii")
 """A frame of one block: the 16-byte header and the block's offset (always 20)."""
 _INT32 = struct.Struct("<i")
 _HEAD_BYTES = 4096  # the header and the offsets of up to 1020 blocks, in one read
+_KEPT_FRAME_BYTES = 4 * 2**20  # c-blosc 1 blocks are at most 1 MiB: a larger "block" is a stranger's
 _MEMCPYED, _FUTURE_FLAGS, _DONT_SPLIT = 0x02, 0x08, 0x10
 _VERSION_FORMAT = 2  # what c-blosc 1 writes and reads
 _MAX_SPLITS, _MIN_BUFFERSIZE = 16, 128  # c-blosc 1's rule for splitting a block into streams
@@ -177,8 +178,11 @@ def _streams_end(frame: bytearray, position: int, splits: int, nbytes: int) -> i
 
 
 def _frame_buffer(nbytes: int) -> bytearray:
-    """This thread's reusable buffer for one-block frames, of at least ``nbytes``."""
+    """A buffer for a one-block frame of ``nbytes``: this thread's reusable one, up to a size a
+    thread may keep between reads; a new one, dropped after the read, above it."""
+    if nbytes > _KEPT_FRAME_BYTES:
+        return bytearray(nbytes)
     buffer = getattr(_frames, "buffer", None)
     if buffer is None or len(buffer) < nbytes:
-        buffer = _frames.buffer = bytearray(max(nbytes, 2 * len(buffer or b"")))
+        buffer = _frames.buffer = bytearray(min(_KEPT_FRAME_BYTES, max(nbytes, 2 * len(buffer or b""))))
     return buffer
