@@ -1,9 +1,10 @@
-"""The floor of W2 in Python: the least any Python client using numcodecs (or c-blosc2) can take for it.
+"""The floors of W2 and W1 in Python: the least any Python client using numcodecs (or c-blosc2) can take.
 
-``python -m benchmarks.python_floor [--repeats N] [--zarr-format 3]`` times, on W2's data
-(2048 x 2048 uint16, chunks 32 x 32, Blosc zstd 1; v2 keys in one directory, or v3's under
-``c/i/j``), a bare loop with no Zarr library at all, beside asyncarr's facade and tensorstore
-(without fsync), interleaved, on the same data:
+``python -m benchmarks.python_floor [--repeats N] [--zarr-format 3] [--workload W1]`` times, on
+W2's data (2048 x 2048 uint16, chunks 32 x 32, Blosc zstd 1; v2 keys in one directory, or v3's
+under ``c/i/j``), a bare loop with no Zarr library at all, beside asyncarr's facade, tensorstore
+(without fsync) and zarr-python with zarrs, interleaved, on the same data. ``--workload W1``
+times the writes alone on W1's data (8192 x 8192 float32, chunks 512 x 512, Blosc lz4 5):
 
 - reading: ``os.open``/``os.read`` of each chunk file and ``numcodecs.blosc.decompress``
   straight into the output, on one thread and pipelined over two (a reader and a decoder), and
@@ -13,7 +14,8 @@
   so they sit a little below any real client. asyncarr and tensorstore read tensorstore's files.
 - writing: ``Blosc.encode`` of each chunk, then a temporary file renamed over the key (the
   atomic write every client here does), on one thread and on two (each thread half of the
-  chunks: the encoder and the file system calls release the GIL).
+  chunks: the encoder and the file system calls release the GIL); and the encoding alone, on
+  two threads, with no file written.
 
 Where a floor's ratio to tensorstore is above a target, no Python client built that way meets it.
 """
@@ -43,11 +45,13 @@ from .workloads import field
 __all__ = ["main"]
 
 SPEC = ArraySpec((2048, 2048), (32, 32), "uint16", 2, cname="zstd", clevel=1)
+SPECS = {"W1": ArraySpec((8192, 8192), (512, 512), "float32", 2), "W2": SPEC}
+ANCHORS = ("tensorstore-nosync", "zarr-python-zarrs")
 
 
-def _chunks(data: np.ndarray, zarr_format: int = 2) -> list[tuple[str, np.ndarray]]:
-    rows, columns = (s // c for s, c in zip(SPEC.shape, SPEC.chunks, strict=True))
-    step = SPEC.chunks[0]
+def _chunks(data: np.ndarray, spec: ArraySpec) -> list[tuple[str, np.ndarray]]:
+    rows, columns = (s // c for s, c in zip(spec.shape, spec.chunks, strict=True))
+    step, zarr_format = spec.chunks[0], spec.zarr_format
     key = "{}.{}" if zarr_format == 2 else "c/{}/{}"
     return [
         (key.format(i, j), np.ascontiguousarray(data[i * step : (i + 1) * step, j * step : (j + 1) * step]))
@@ -123,6 +127,20 @@ def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: n
     helper.join()
 
 
+def _encode_two_threads(chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
+    """Only the encoding of the write, on two threads: the floor of any client using c-blosc 1's
+    encoder (tensorstore and zarrs build c-blosc 1 too), whatever it does with the files."""
+
+    def encode(part: list[tuple[str, np.ndarray]]) -> None:
+        for _, chunk in part:
+            codec.encode(chunk)
+
+    helper = threading.Thread(target=encode, args=(chunks[1::2],))
+    helper.start()
+    encode(chunks[::2])
+    helper.join()
+
+
 def _median_seconds(run: Callable[[], object], repeats: int) -> list[float]:
     times = []
     for _ in range(repeats):
@@ -133,49 +151,61 @@ def _median_seconds(run: Callable[[], object], repeats: int) -> list[float]:
 
 
 def main() -> None:
-    """Print W2's Python floors beside asyncarr and tensorstore, as ratios of medians of interleaved repeats."""
+    """Print the Python floors beside asyncarr, tensorstore and zarrs, as ratios of interleaved repeats."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--zarr-format", type=int, choices=(2, 3), default=2, help="the chunk key layout")
+    parser.add_argument("--workload", choices=sorted(SPECS), default="W2", help="W1: the writes alone")
     arguments = parser.parse_args()
-    repeats, spec = arguments.repeats, dataclasses.replace(SPEC, zarr_format=arguments.zarr_format)
-    data = field(spec.shape, spec.dtype)  # W2's own data
-    chunks = _chunks(data, spec.zarr_format)
+    repeats = arguments.repeats
+    spec = dataclasses.replace(SPECS[arguments.workload], zarr_format=arguments.zarr_format)
+    reads = arguments.workload == "W2"  # the read floors read each file in one 64 KiB read
+    data = field(spec.shape, spec.dtype)
+    chunks = _chunks(data, spec)
     keys = [key for key, _ in chunks]
-    codec = SPEC.numcodecs_blosc()
-    tensorstore, asyncarr = ENGINES["tensorstore-nosync"], ENGINES["asyncarr-sync"]
+    codec = spec.numcodecs_blosc()
+    engines = {name: ENGINES[name] for name in ("asyncarr-sync", *ANCHORS)}
     times: dict[str, list[float]] = {}
 
     def timed(label: str, run: Callable[[], object]) -> None:
         times.setdefault(label, []).extend(_median_seconds(run, 1))
 
-    out = np.empty((len(keys), *SPEC.chunks), dtype=SPEC.dtype)
+    out = np.empty((len(keys), *spec.chunks), dtype=spec.dtype)
     with tempfile.TemporaryDirectory(prefix="asyncarr-floor-") as directory:
         for repeat in range(repeats):
             # Fresh directories each repeat, removed after it: a directory of 4096 files just
             # deleted costs several times a first write on this file system, whoever writes, and
             # a file system holding tens of thousands of files creates more slowly.
-            names = ("floor", "floor2", "ts", "ours")
-            floor_dir, floor2_dir, ts_dir, ours_dir = (os.path.join(directory, f"{n}-{repeat}") for n in names)
-            timed("write: Python floor, one thread", lambda: _write(floor_dir, chunks, codec))  # noqa: B023
-            timed("write: Python floor, two threads", lambda: _write_two_threads(floor2_dir, chunks, codec))  # noqa: B023
-            timed("write: asyncarr-sync", lambda: asyncarr.write(ours_dir, data, spec))  # noqa: B023
-            timed("write: tensorstore-nosync", lambda: tensorstore.write(ts_dir, data, spec))  # noqa: B023
-            timed("read: Python floor, one thread", lambda: _read_one_thread(floor_dir, keys, out))  # noqa: B023
-            timed("read: Python floor, reader and decoder threads", lambda: _read_pipelined(floor_dir, keys, out))  # noqa: B023
-            if fast_decoder_available():
-                timed("read: Python floor, one thread, c-blosc2", lambda: _read_one_thread_blosc2(floor_dir, keys, out))  # noqa: B023
-            handle, ours = tensorstore.open(ts_dir), asyncarr.open(ts_dir)
-            timed("read: asyncarr-sync", lambda: asyncarr.read(ours))  # noqa: B023
-            timed("read: tensorstore-nosync", lambda: tensorstore.read(handle))  # noqa: B023
-            for name in (floor_dir, floor2_dir, ts_dir, ours_dir):
-                shutil.rmtree(name)
-    print(f"| W2 (v{spec.zarr_format}) | s | / tensorstore-nosync |")
-    print("|---|---|---|")
+            places = {name: os.path.join(directory, f"{name}-{repeat}") for name in ("floor", "floor2", *engines)}
+            timed("write: Python floor, one thread", lambda: _write(places["floor"], chunks, codec))  # noqa: B023
+            timed("write: Python floor, two threads", lambda: _write_two_threads(places["floor2"], chunks, codec))  # noqa: B023
+            timed("write: encoding alone, two threads", lambda: _encode_two_threads(chunks, codec))
+            for name, engine in engines.items():
+                timed(f"write: {name}", lambda e=engine, n=name: e.write(places[n], data, spec))  # noqa: B023
+            if reads:
+                floor = places["floor"]
+                timed("read: Python floor, one thread", lambda f=floor: _read_one_thread(f, keys, out))
+                timed("read: Python floor, reader and decoder threads", lambda f=floor: _read_pipelined(f, keys, out))
+                if fast_decoder_available():
+                    timed(
+                        "read: Python floor, one thread, c-blosc2",
+                        lambda f=floor: _read_one_thread_blosc2(f, keys, out),
+                    )
+                shared = places["tensorstore-nosync"]  # every engine reads tensorstore's files
+                for name, engine in engines.items():
+                    handle = engine.open(shared)
+                    timed(f"read: {name}", lambda e=engine, h=handle: e.read(h))
+            for place in places.values():
+                shutil.rmtree(place)
+    print(f"| {arguments.workload} (v{spec.zarr_format}) | s | / tensorstore-nosync | / zarr-python-zarrs |")
+    print("|---|---|---|---|")
     for label, measured in times.items():
-        anchor = times["write: tensorstore-nosync" if label.startswith("write") else "read: tensorstore-nosync"]
-        ratio = statistics.median(a / b for a, b in zip(measured, anchor, strict=True))
-        print(f"| {label} | {statistics.median(measured):.4f} | {ratio:.2f} |")
+        kind = label.split(":")[0]
+        ratios = [
+            statistics.median(a / b for a, b in zip(measured, times[f"{kind}: {anchor}"], strict=True))
+            for anchor in ANCHORS
+        ]
+        print(f"| {label} | {statistics.median(measured):.4f} | {ratios[0]:.2f} | {ratios[1]:.2f} |")
 
 
 if __name__ == "__main__":
