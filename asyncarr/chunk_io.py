@@ -29,7 +29,7 @@ from . import config
 from .chunk_cache import ABSENT, ChunkCache, active_cache
 from .codecs.executor import blosc_uses_own_threads, codec_executor, codec_thread_count, run_in_codec_pool
 from .codecs.pipeline import CodecPipeline, naming_url
-from .codecs.sharding import inner_chunks_written_when_empty
+from .codecs.sharding import ShardingCodec, inner_chunks_written_when_empty
 from .concurrency import CodecBatcher, for_each_concurrently
 from .errors import CodecError
 from .indexing import ChunkProjection
@@ -561,10 +561,16 @@ class ChunkIO:
         empty chunks are not written."""
         if not write_empty and self.is_fill(chunk):
             return None
+        encode = self.pipeline.encode_buffer if as_buffer else self.pipeline.encode
+        if not self._encodes_shards:
+            return encode(chunk, self.store.key_url(key))
         with inner_chunks_written_when_empty(write_empty):  # a sharded array's inner chunks follow it too
-            if as_buffer:
-                return self.pipeline.encode_buffer(chunk, self.store.key_url(key))
-            return self.pipeline.encode(chunk, self.store.key_url(key))
+            return encode(chunk, self.store.key_url(key))
+
+    @functools.cached_property
+    def _encodes_shards(self) -> bool:
+        """Whether this array's chunks are shards (whose inner chunks follow ``write_empty`` too)."""
+        return isinstance(getattr(self.pipeline, "array_bytes", None), ShardingCodec)
 
     @property
     def _writes_buffers(self) -> bool:

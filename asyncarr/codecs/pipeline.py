@@ -574,7 +574,12 @@ class _V2Pipeline(CodecPipeline):
         encoded = chunk.astype(self.dtype, order=self.order, copy=False)
         for codec in self._filters:
             encoded = codec.encode(encoded)
-        if not self.variable_length and ensure_contiguous_ndarray(encoded).dtype.hasobject:
+        # Without filters the encoded array has the array's own dtype: the check is known for free.
+        if (
+            not self.variable_length
+            and (self._filters or self.dtype.hasobject)
+            and ensure_contiguous_ndarray(encoded).dtype.hasobject
+        ):
             raise ValueError("cannot store an object array without an object codec")
         if self._compressor is not None:
             encoded = self._compressor.encode(encoded)
