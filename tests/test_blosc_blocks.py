@@ -280,3 +280,14 @@ def test_a_truncated_chunk_file_names_the_chunk(tmp_path) -> None:
     chunk.write_bytes(chunk.read_bytes()[:-1000])
     with pytest.raises(CodecError, match=r"a\.zarr/1\.0"):
         za.open_array(path, mode="r")[500]
+
+
+def test_a_thread_keeps_no_frame_buffer_larger_than_the_cap_between_reads() -> None:
+    from asyncarr.codecs import blosc_blocks
+
+    small = blosc_blocks._frame_buffer(1000)
+    assert blosc_blocks._frame_buffer(500) is small  # reused
+    huge = blosc_blocks._frame_buffer(blosc_blocks._KEPT_FRAME_BYTES + 1)  # a stranger's "block"
+    assert len(huge) == blosc_blocks._KEPT_FRAME_BYTES + 1
+    kept = blosc_blocks._frame_buffer(1000)
+    assert kept is not huge and len(kept) <= blosc_blocks._KEPT_FRAME_BYTES
