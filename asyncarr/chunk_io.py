@@ -24,10 +24,17 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from numcodecs import blosc as numcodecs_blosc
 
 from . import config
 from .chunk_cache import ABSENT, ChunkCache, active_cache
-from .codecs.executor import blosc_uses_own_threads, codec_executor, codec_thread_count, run_in_codec_pool
+from .codecs.executor import (
+    blosc_in_this_thread_alone,
+    blosc_uses_own_threads,
+    codec_executor,
+    codec_thread_count,
+    run_in_codec_pool,
+)
 from .codecs.pipeline import CodecPipeline, naming_url
 from .codecs.sharding import ShardingCodec, inner_chunks_written_when_empty
 from .concurrency import CodecBatcher, for_each_concurrently
@@ -120,16 +127,19 @@ class ChunkIO:
             queue.raise_first_error()
             return
         executor = codec_executor()
-        if blosc_uses_own_threads():
-            # Blosc would decode on its own threads here, behind numcodecs' global lock: beside
-            # the codec threads that oversubscribes the cores (numcodecs' default, in the main
-            # thread: a row of 16 chunks of 1 MiB took 6.8 ms, against 3.9 ms left to them).
+        if blosc_uses_own_threads() and numcodecs_blosc.use_threads:
+            # The user asked numcodecs for Blosc's own threads: decoding here beside the codec
+            # threads would oversubscribe the cores (a row of 16 chunks of 1 MiB took 6.8 ms,
+            # against 3.9 ms left to the codec threads), so they take every batch.
             helpers = [executor.submit(queue.drain) for _ in range(min(queue.pending, workers))]
         else:
             # The caller is one of the workers: one helper fewer than codec threads keeps the
-            # cores busy without more runnable threads than cores (on 2 cores, 3 ran slower).
+            # cores busy without more runnable threads than cores (on 2 cores, 3 ran slower),
+            # and the read starts at once, with one thread fewer to wake. In the main thread,
+            # numcodecs would decode on Blosc's own threads by default: not while this one works.
             helpers = [executor.submit(queue.drain) for _ in range(min(queue.pending - 1, workers - 1))]
-            queue.drain()
+            with blosc_in_this_thread_alone():
+                queue.drain()
         # Threads cannot be cancelled: wait for every helper, then report the first failure.
         concurrent.futures.wait(helpers)
         queue.raise_first_error()

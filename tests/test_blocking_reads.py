@@ -75,13 +75,14 @@ def test_many_threads_read_what_numpy_reads(array: za.Array) -> None:
         assert all(pool.map(read, windows))
 
 
-@pytest.mark.parametrize("use_threads", [None, False])
+@pytest.mark.parametrize("use_threads", [None, False, True])
 def test_a_read_of_many_batches_uses_the_codec_threads_and_matches_numpy(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, use_threads: bool | None
 ) -> None:
     # 1 MiB chunks: every chunk is its own batch. The caller shares the work with the codec
-    # threads, unless numcodecs would decode Blosc on blosc's own threads in it: by default
-    # (use_threads None) in the main thread, which then leaves every batch to the codec threads.
+    # threads. In the main thread numcodecs would decode Blosc on Blosc's own threads by default
+    # (use_threads None): while the caller decodes, the setting reads False, and None again after.
+    # Only a user's True leaves every batch to the codec threads.
     monkeypatch.setattr(numcodecs.blosc, "use_threads", use_threads)
     data = np.random.default_rng(0).normal(size=(1024, 2048)).astype("f4")
     z = za.open_array(str(tmp_path / "big.zarr"), mode="w", shape=data.shape, chunks=(512, 512), dtype="f4")
@@ -90,9 +91,13 @@ def test_a_read_of_many_batches_uses_the_codec_threads_and_matches_numpy(
     store = z.async_array.store
     get = store.get_sync
 
+    settings_in_caller: set[bool | None] = set()
+
     def recording_get(*args, **kwargs):  # each chunk is read and decoded on the thread that reads it
         name = threading.current_thread().name
         seen.add(name)
+        if threading.current_thread() is threading.main_thread():
+            settings_in_caller.add(numcodecs.blosc.use_threads)
         if not name.startswith("asyncarr-codec"):
             # A slow caller: the codec threads surely take batches before it has done them all,
             # however the OS schedules them (a fast caller on a busy machine sometimes did all 8).
@@ -102,12 +107,17 @@ def test_a_read_of_many_batches_uses_the_codec_threads_and_matches_numpy(
     store.get_sync = recording_get
     np.testing.assert_array_equal(z[...], data)
     assert any(name.startswith("asyncarr-codec") for name in seen), seen
-    assert (threading.current_thread().name in seen) == (use_threads is False), seen
+    if use_threads:  # the user asked for Blosc's own threads: the codec threads take every batch
+        assert threading.current_thread().name not in seen, seen
+    else:
+        assert threading.current_thread().name in seen, seen
+        assert settings_in_caller == {False}  # never Blosc's own threads beside the codec threads
+    assert numcodecs.blosc.use_threads is use_threads  # the user's setting, as it was
 
     seen.clear()
     with ThreadPoolExecutor(1, thread_name_prefix="caller") as pool:
         np.testing.assert_array_equal(pool.submit(lambda: z[...]).result(), data)
-    assert any(name.startswith("caller") for name in seen), seen
+    assert any(name.startswith("caller") for name in seen) == (not use_threads), seen
     assert any(name.startswith("asyncarr-codec") for name in seen), seen
 
 

@@ -10,17 +10,20 @@ single-threaded "contextual" mode when called from any thread but the main one, 
 pool threads decompresses one chunk with the GIL released and the pool as a whole keeps every
 core busy without Blosc's own threads oversubscribing them. We leave that global alone (unlike
 zarr-python, which sets it to False at import): it belongs to the user, who may set it to True
-to have Blosc's internal threads split single large chunks instead. The blocking reads in the
-caller's thread ask `blosc_uses_own_threads` before decoding there beside the pool.
+to have Blosc's internal threads split single large chunks instead. The one exception is
+`blosc_in_this_thread_alone`: a blocking read in the main thread, where numcodecs would wake
+Blosc's own threads, sets it to False (what None means in every other thread) for as long as
+it decodes beside the pool, and back to None after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -28,7 +31,13 @@ from numcodecs import blosc as numcodecs_blosc
 
 from asyncarr import config
 
-__all__ = ["blosc_uses_own_threads", "codec_executor", "codec_thread_count", "run_in_codec_pool"]
+__all__ = [
+    "blosc_in_this_thread_alone",
+    "blosc_uses_own_threads",
+    "codec_executor",
+    "codec_thread_count",
+    "run_in_codec_pool",
+]
 
 _T = TypeVar("_T")
 
@@ -56,6 +65,23 @@ def blosc_uses_own_threads() -> bool:
     if setting is None:
         return threading.current_thread() is threading.main_thread()
     return bool(setting)
+
+
+@contextlib.contextmanager
+def blosc_in_this_thread_alone() -> Iterator[None]:
+    """Within the block, numcodecs decodes Blosc on the calling thread alone, as it does on every
+    thread but the main one: there, with ``numcodecs.blosc.use_threads`` None (its default), the
+    setting reads False until the block ends. Other threads see no change (None and False mean
+    the same off the main thread); a value the user set is left as it is."""
+    if numcodecs_blosc.use_threads is not None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    numcodecs_blosc.use_threads = False
+    try:
+        yield
+    finally:
+        if numcodecs_blosc.use_threads is False:  # unless the user set it meanwhile
+            numcodecs_blosc.use_threads = None
 
 
 def codec_executor() -> ThreadPoolExecutor:
