@@ -199,14 +199,12 @@ class ChunkIO:
         `_NOT_KEPT` (that call then reads its own part)."""
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
         shard_codec = partial_read_codec(self.pipeline)
-        # A store that holds a chunk open for reads of parts of it (local files): a part of a chunk
-        # reads and decodes only the Blosc blocks (or raw bytes) it lies in.
-        open_part = getattr(self.store, "open_sync", None)
-        if open_part is not None and (shard_codec is not None or not self.pipeline.reads_parts(self.grid)):
-            open_part = None
-        # Whole chunks of the plainest chains, each bound for a view of its shape in `out`: decoded
-        # with the per-chunk cost cut to the decode (W2's 4096 chunks of 2 KiB).
+        # The plainest chains (raw or Blosc bytes): a whole chunk bound for a view of its shape in
+        # `out` is decoded with the per-chunk cost cut to the decode (W2's 4096 chunks of 2 KiB),
+        # and on a store that holds a chunk open for reads of parts of it (local files), a part of
+        # a chunk reads and decodes only the Blosc blocks (or raw bytes) it lies in.
         plain = self.pipeline.plain_decoder(self.grid) if shard_codec is None else None
+        open_part = getattr(self.store, "open_sync", None) if plain is not None else None
         grid = self.grid
         for projection in projections:
             key = self.chunk_key(projection.chunk_coords)
@@ -234,9 +232,9 @@ class ChunkIO:
                 continue
             if open_part is not None and not projection.is_complete_chunk:
                 with open_part(key) as stored:
-                    if stored is not None and self.pipeline.read_part_into(
-                        stored, grid, out, projection.out_selection, projection.chunk_selection
-                    ):
+                    chunk = None if stored is None else plain.scratch_read_part(stored, projection.chunk_selection)
+                    if chunk is not None:
+                        out[projection.out_selection] = chunk[projection.chunk_selection]
                         continue
                     data = None if stored is None else stored.read(0, stored.size)
             else:

@@ -163,32 +163,10 @@ class CodecPipeline(abc.ABC):
         out[out_selection] = chunk[chunk_selection]
 
     def plain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
-        """The decoder of whole chunks of ``chunk_shape`` for chains of raw or Blosc-framed bytes and
+        """The decoder of chunks of ``chunk_shape`` for chains of raw or Blosc-framed bytes and
         nothing else (cached), or None for other chains: for reads of many small chunks, whose
-        cost is mostly per chunk."""
+        cost is mostly per chunk, and of parts of chunks held open (`scratch_read_part`)."""
         return self._whole_chunk_decoder(chunk_shape)
-
-    def reads_parts(self, chunk_shape: tuple[int, ...]) -> bool:
-        """Whether `read_part_into` can read parts of this array's chunks (raw or Blosc-framed ones)."""
-        return self._whole_chunk_decoder(chunk_shape) is not None
-
-    def read_part_into(
-        self,
-        source: FramePart,
-        chunk_shape: tuple[int, ...],
-        out: np.ndarray,
-        out_selection: Selection,
-        chunk_selection: Selection,
-    ) -> bool:
-        """Read from ``source`` (a stored chunk held open) and decode only what ``chunk[chunk_selection]``
-        needs, into ``out[out_selection]``; False, with nothing written, when the chunk should be read
-        whole instead (`asyncarr.codecs.blosc_blocks`)."""
-        decoder = self._whole_chunk_decoder(chunk_shape)
-        chunk = None if decoder is None else decoder.scratch_read_part(source, chunk_selection)
-        if chunk is None:
-            return False
-        out[out_selection] = chunk[chunk_selection]
-        return True
 
     def encode(self, chunk: np.ndarray, key: str) -> bytes:
         """Encode one chunk (an array of the chunk's shape) into the bytes to store."""
