@@ -137,10 +137,7 @@ class CodecPipeline(abc.ABC):
                         and destination.dtype == self.dtype
                         and np.may_share_memory(destination, out)  # a view of `out`, not a fancy-indexed copy
                     ):
-                        if destination.flags.c_contiguous and destination.flags.writeable:
-                            fast.into(data, destination)
-                        else:  # a block of a larger output: decoded in a scratch chunk, then copied in
-                            destination[...] = fast.scratch_decode(data)
+                        fast.into_block(data, destination)
                         return
                 if whole:
                     out[out_selection] = fast.array(data)
@@ -255,15 +252,19 @@ class _PlainChainDecoder:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
 
     def into_view(self, data: Buffer, key: str, destination: np.ndarray) -> None:
-        """Decode a whole chunk into ``destination``, a writable view of the chunk's shape and dtype
-        (in a larger output); a failure raises `CodecError` naming ``key``, as `decode_into` does."""
+        """`into_block`, a failure raising `CodecError` naming ``key`` as `decode_into` does."""
         try:
-            if destination.flags.c_contiguous:
-                self.into(data, destination)
-            else:  # a block of a larger output: decoded in a scratch chunk, then copied in
-                destination[...] = self.scratch_decode(data)
+            self.into_block(data, destination)
         except Exception as exc:
             raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
+
+    def into_block(self, data: Buffer, destination: np.ndarray) -> None:
+        """Decode a whole chunk into ``destination``, a view of the chunk's shape and dtype in a
+        larger output: straight into it where it is contiguous, else through the scratch chunk."""
+        if destination.flags.c_contiguous and destination.flags.writeable:
+            self.into(data, destination)
+        else:  # a block of a larger output: decoded in a scratch chunk, then copied in
+            destination[...] = self.scratch_decode(data)
 
     def scratch_decode(self, data: Buffer) -> np.ndarray:
         """The chunk decoded into this thread's scratch array, valid until the thread's next call:
