@@ -24,13 +24,12 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from numcodecs import blosc as numcodecs_blosc
 
 from . import config
 from .chunk_cache import ABSENT, ChunkCache, active_cache
 from .codecs.executor import (
     blosc_in_this_thread_alone,
-    blosc_uses_own_threads,
+    blosc_threads_requested,
     codec_executor,
     codec_thread_count,
     run_in_codec_pool,
@@ -127,7 +126,7 @@ class ChunkIO:
             queue.raise_first_error()
             return
         executor = codec_executor()
-        if blosc_uses_own_threads() and numcodecs_blosc.use_threads:
+        if blosc_threads_requested():
             # The user asked numcodecs for Blosc's own threads: decoding here beside the codec
             # threads would oversubscribe the cores (a row of 16 chunks of 1 MiB took 6.8 ms,
             # against 3.9 ms left to the codec threads), so they take every batch.

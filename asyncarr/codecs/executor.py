@@ -33,7 +33,7 @@ from asyncarr import config
 
 __all__ = [
     "blosc_in_this_thread_alone",
-    "blosc_uses_own_threads",
+    "blosc_threads_requested",
     "codec_executor",
     "codec_thread_count",
     "run_in_codec_pool",
@@ -55,16 +55,12 @@ def codec_thread_count() -> int:
     return config.get("codec_threads") or _CPU_COUNT
 
 
-def blosc_uses_own_threads() -> bool:
-    """Whether numcodecs decodes Blosc on blosc's own threads when called from this thread.
-
-    numcodecs' documented rule: ``numcodecs.blosc.use_threads`` when set, else only in the main
-    thread. Decoding in such a thread beside the pool's threads oversubscribes the cores.
-    """
-    setting = numcodecs_blosc.use_threads
-    if setting is None:
-        return threading.current_thread() is threading.main_thread()
-    return bool(setting)
+def blosc_threads_requested() -> bool:
+    """Whether the user set ``numcodecs.blosc.use_threads`` to True: numcodecs then decodes Blosc
+    on Blosc's own threads in every thread, and decoding in the caller beside the pool's threads
+    would oversubscribe the cores. (With None, numcodecs' default, only the main thread would,
+    and `blosc_in_this_thread_alone` keeps it from doing so.)"""
+    return bool(numcodecs_blosc.use_threads)
 
 
 @contextlib.contextmanager
