@@ -109,22 +109,23 @@ def _write_shard(root: str, key: str, shard: np.ndarray, codec: numcodecs.Blosc)
     os.replace(temporary, path)
 
 
-def _write(root: str, data: np.ndarray, codec: numcodecs.Blosc) -> None:
-    for i in range(SHARD_GRID[0]):
-        os.makedirs(f"{root}/c/{i}", exist_ok=True)
+def _each_shard(job: Callable[..., None], root: str, array: np.ndarray, *args: Any) -> None:
+    """``job(root, key, array's part under that shard, *args)`` for every shard, on ``THREADS`` threads."""
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
         jobs = [
             pool.submit(
-                _write_shard,
-                root,
-                key,
-                data[i * SHARD[0] : (i + 1) * SHARD[0], j * SHARD[1] : (j + 1) * SHARD[1]],
-                codec,
+                job, root, key, array[i * SHARD[0] : (i + 1) * SHARD[0], j * SHARD[1] : (j + 1) * SHARD[1]], *args
             )
             for key, (i, j) in _shard_keys()
         ]
-        for job in jobs:
-            job.result()
+        for done in jobs:
+            done.result()
+
+
+def _write(root: str, data: np.ndarray, codec: numcodecs.Blosc) -> None:
+    for i in range(SHARD_GRID[0]):
+        os.makedirs(f"{root}/c/{i}", exist_ok=True)
+    _each_shard(_write_shard, root, data, codec)
 
 
 def _read_shard(root: str, key: str, out: np.ndarray, whole: bool) -> None:
@@ -156,19 +157,7 @@ def _read_shard(root: str, key: str, out: np.ndarray, whole: bool) -> None:
 
 def _read(root: str, whole: bool) -> np.ndarray:
     out = np.empty(SPEC.shape, dtype=SPEC.dtype)
-    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
-        jobs = [
-            pool.submit(
-                _read_shard,
-                root,
-                key,
-                out[i * SHARD[0] : (i + 1) * SHARD[0], j * SHARD[1] : (j + 1) * SHARD[1]],
-                whole,
-            )
-            for key, (i, j) in _shard_keys()
-        ]
-        for job in jobs:
-            job.result()
+    _each_shard(_read_shard, root, out, whole)
     return out
 
 
