@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import difflib
 import functools
@@ -33,7 +32,16 @@ from .metadata import (
     consolidated_v3_metadata,
     parse_node,
 )
-from .nodes import check_not_inside_local_array, join_path, normalize_path, read_documents, write_documents
+from .nodes import (
+    V2_DOCUMENTS,
+    V3_DOCUMENTS,
+    check_not_inside_local_array,
+    join_path,
+    node_key,
+    normalize_path,
+    read_documents,
+    write_documents,
+)
 from .stores.base import Store
 from .stores.url import as_store
 from .tree import Tree
@@ -106,12 +114,16 @@ async def _clear_for_create(store: Store, path: str, mode: str, zarr_format: int
     store._check_writable()
     # Whatever format the new node has, a node of either format there counts: 'w' must remove a v2
     # node before writing a v3 one (or the path would hold both), and 'w-' must refuse either.
-    if mode == "w":
-        # The listing of what 'w' removes runs beside the documents' round trip, not after it (on
-        # object stores: one round trip fewer). The delete still ends before anything is written.
-        documents, names = await asyncio.gather(read_documents(store, path), store.names_to_delete(path))
-    else:
-        documents, names = await read_documents(store, path), None
+    names = await store.names_to_delete(path) if mode == "w" else None
+    if names is not None:
+        # An object store lists what 'w' removes; the listing also says whether a node is there, so
+        # its documents cost no requests of their own. The delete ends before anything is written.
+        listed = set(names)
+        if any(node_key(path, name) in listed for name in (*V3_DOCUMENTS, *V2_DOCUMENTS)):
+            await store.delete_listed(path, names)
+            forget_node(store.location, path)
+        return
+    documents = await read_documents(store, path)
     if not _node_exists(documents):
         return
     if mode == "w-":
@@ -120,10 +132,7 @@ async def _clear_for_create(store: Store, path: str, mode: str, zarr_format: int
             ("an array", ContainsArrayError) if isinstance(node, AsyncArray) else ("a group", ContainsGroupError)
         )
         raise error(f"{store.key_url(path) or store.location}: {what} already exists (mode 'w-' never overwrites)")
-    if names is None:
-        await store.delete_prefix(path)
-    else:
-        await store.delete_listed(path, names)
+    await store.delete_prefix(path)
     forget_node(store.location, path)
 
 

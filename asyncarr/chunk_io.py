@@ -490,15 +490,26 @@ class ChunkIO:
         key = self.chunk_key(projection.chunk_coords)
         write_empty = self.write_empty()
         async with chunk_lock(store.location, key, self.synchronizer):
-            if projection.is_complete_chunk:
+            if self._encodes_in_place(projection, piece):
+                # The caller's values are the whole chunk: the codec thread encodes them where they
+                # are, rather than the event loop first copying them into a new chunk array.
+                chunk = piece
+            elif projection.is_complete_chunk:
                 chunk = self._chunk_to_update(projection, piece, write_empty, _never_called)
+                if chunk is not None:
+                    chunk[projection.chunk_selection] = piece
             else:
                 chunk = await self.stored_chunk(key)
+                chunk[projection.chunk_selection] = piece
             encoded = None
             if chunk is not None:
-                chunk[projection.chunk_selection] = piece
-                encoded = await run_in_codec_pool(self.encode_unless_fill, chunk, key, write_empty)
+                encoded = await run_in_codec_pool(self._encode_for_upload, chunk, key, write_empty)
             await self.put_chunk(key, encoded)
+
+    def _encode_for_upload(self, chunk: np.ndarray, key: str, write_empty: bool) -> Any:
+        """`encode_unless_fill`, then the store's `Store.prepare_upload` of the bytes, on the same codec thread."""
+        encoded = self.encode_unless_fill(chunk, key, write_empty)
+        return None if encoded is None else self.store.prepare_upload(encoded)
 
     def forget_shared_decodes(self, projections: Iterable[ChunkProjection]) -> None:
         """Reads starting from now must not join a decode of a chunk a write is about to change."""
@@ -519,8 +530,9 @@ class ChunkIO:
             return np.full(self.grid, self.fill, dtype=self.dtype)
         return await run_in_codec_pool(self.decode_writable, data, key)
 
-    async def put_chunk(self, key: str, encoded: bytes | None) -> None:
-        """Store an encoded chunk, or delete the key where the chunk became fill (``encoded`` None)."""
+    async def put_chunk(self, key: str, encoded: Any) -> None:
+        """Store an encoded chunk (bytes, or what the store's ``prepare_upload`` made of them), or
+        delete the key where the chunk became fill (``encoded`` None)."""
         self.forget_cached([key])
         try:
             async with self.store.limiter:

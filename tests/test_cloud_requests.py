@@ -22,6 +22,8 @@ from test_cloud_stores import CLOUDS, Cloud, Place
 import asyncarr
 from asyncarr import config
 
+DOCUMENT_NAMES = {"zarr.json", ".zarray", ".zattrs", ".zgroup"}
+
 LATENCY = 0.05
 
 
@@ -191,9 +193,9 @@ def test_reading_a_row_of_a_v2_array_of_unknown_format_is_two_round_trips(cloud:
     assert counts["max_in_flight"] == together(cloud, 4)
 
 
-def test_mode_w_over_an_array_on_s3_lists_it_in_the_same_round_trip_as_its_documents(tmp_path: Path) -> None:
-    # 'w' must remove the old array before writing, but what to remove can be listed while its
-    # documents are read: the listing goes out with the document GETs, not one round trip later.
+def test_mode_w_over_an_array_on_s3_learns_what_is_there_from_one_listing(tmp_path: Path) -> None:
+    # 'w' must remove the old array before writing. One listing says both whether a node is there
+    # (its documents are among the keys) and what to delete: no GET of the old documents at all.
     cloud = next(c for c in CLOUDS if c.name == "s3")
     place = cloud.place(tmp_path)
 
@@ -218,6 +220,8 @@ def test_mode_w_over_an_array_on_s3_lists_it_in_the_same_round_trip_as_its_docum
         replaced = asyncio.run(replace())
         counts = proxy.counts()
     np.testing.assert_array_equal(replaced, np.zeros(8, dtype="i4"))  # nothing of the old array is left
-    # The array's four possible documents (zarr.json, .zarray, .zattrs, .zgroup) and the listing together.
-    assert counts["max_in_flight"] == 4 + 1
+    old_documents = [path for path in counts["requests_by_path"] if path.rsplit("/", 1)[-1] in DOCUMENT_NAMES]
+    # zarr.json is PUT once (the new array) and read by nobody; no v2 document is asked for.
+    assert counts["requests_by_method"]["GET"] == 1 + 2  # the listing, then the new array's two chunks
+    assert [counts["requests_by_path"][path] for path in old_documents] == [1], old_documents
     assert counts["requests_by_method"]["POST"] == 1  # one DeleteObjects for the old array's five objects

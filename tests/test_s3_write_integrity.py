@@ -20,6 +20,7 @@ from emulators import s3 as emulator
 from emulators.proxy import FaultProxy
 
 import asyncarr
+from asyncarr.stores import s3 as s3_module
 from asyncarr.stores.s3 import S3Store
 
 
@@ -92,3 +93,35 @@ def test_listings_leave_timestamps_as_sent_and_still_yield_every_key() -> None:
     assert sorted(listed) == sorted(keys)
     # The dateutil parse of every key's LastModified was most of a listing's client CPU.
     assert isinstance(last_modified, str) and last_modified[:2] == "20"
+
+
+def test_an_array_write_hashes_its_chunks_on_codec_threads_and_stores_strided_values_exactly(monkeypatch) -> None:
+    # The event loop is shared by every request of a service: the chunks' SHA-256 (and the copy of
+    # whole chunks into new arrays) happen on the codec threads that encode them, not on the loop.
+    hashed_on: list[str] = []
+    original = s3_module.HashedBody.__init__
+
+    def recording(self: Any, value: Any) -> None:
+        hashed_on.append(threading.current_thread().name)
+        original(self, value)
+
+    monkeypatch.setattr(s3_module.HashedBody, "__init__", recording)
+    bucket = emulator.new_bucket()
+    source = np.random.default_rng(1).random((300, 520), dtype="f8")
+    data = source[::-1, ::2]  # a strided view: each whole chunk is encoded from the caller's memory as it lies
+
+    async def write_and_read() -> tuple[np.ndarray, str]:
+        z = await asyncarr.open_array(
+            f"s3://{bucket}/a", mode="w", shape=data.shape, chunks=(100, 130), dtype="f8",
+            storage_options=emulator.store_options(),
+        )
+        loop_thread = threading.current_thread().name
+        hashed_on.clear()  # zarr.json above is written by the store's own set, on the loop
+        await z.setitem(Ellipsis, data)
+        return await z.getitem(Ellipsis), loop_thread
+
+    read, loop_thread = asyncio.run(write_and_read())
+    assert np.array_equal(read, data)
+    assert len(hashed_on) == 3 * 2  # one hash per chunk, none twice
+    assert all(name.startswith("asyncarr-codec") for name in hashed_on), hashed_on
+    assert loop_thread not in hashed_on

@@ -249,6 +249,14 @@ class Store(abc.ABC):
         """Blocking ``delete``, for stores with ``supports_sync_io``."""
         raise NotImplementedError(f"{type(self).__name__} has no blocking delete")
 
+    def prepare_upload(self, value: bytes) -> Any:
+        """``value`` made ready for ``set``, on a codec thread right after the chunk was encoded.
+
+        The default returns ``value`` itself. A store that does CPU work on every body before it
+        sends it (S3: the SHA-256 its request signature covers) does that work here, off the event
+        loop, and returns something its own ``set`` accepts beside bytes."""
+        return value
+
     def set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Blocking ``set`` of many values, returning when all are stored (one after another here;
         a store whose writes wait on a disk spreads them over threads of its own)."""
@@ -294,15 +302,17 @@ class Store(abc.ABC):
         await self.delete_many(keys)
 
     async def names_to_delete(self, prefix: str) -> list[str] | None:
-        """What `delete_listed` would remove below ``prefix``, listed now; None (the default) when
-        this store deletes a prefix as a whole, with `delete_prefix`.
+        """The keys `delete_listed` would remove below ``prefix`` (relative to the store root, as
+        listed now: folder markers made by other tools end in '/'); None (the default) when this
+        store deletes a prefix as a whole, with `delete_prefix`.
 
         A store whose listing is a round trip (object stores) answers it, so that opening with
-        mode ``'w'`` can list beside reading the node's documents instead of after them."""
+        mode ``'w'`` learns from that one listing both whether a node is there (its documents are
+        among the keys) and what to delete."""
         return None
 
     async def delete_listed(self, prefix: str, names: list[str]) -> None:
-        """Delete ``names``, as `names_to_delete(prefix)` returned them (stores that answer it)."""
+        """Delete the keys ``names``, as `names_to_delete(prefix)` returned them (stores that answer it)."""
         raise NotImplementedError(f"{type(self).__name__} deletes a prefix whole: use delete_prefix")
 
     async def getsize(self, key: str) -> int | None:

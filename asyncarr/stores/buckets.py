@@ -113,8 +113,9 @@ class BucketStore(Store):
         return self._root + validate_key(key)
 
     async def names_to_delete(self, prefix: str) -> list[str]:
-        """Every object name below ``prefix``, folder markers included: what `delete_prefix` removes."""
-        return await self._object_names_below(_normalize_prefix(prefix))
+        """The key of every object below ``prefix``, folder markers included: what `delete_prefix` removes."""
+        start = len(self._root)
+        return [name[start:] for name in await self._object_names_below(_normalize_prefix(prefix))]
 
     async def delete_prefix(self, prefix: str) -> None:
         """Delete every object below ``prefix`` ('' empties the store root)."""
@@ -123,7 +124,7 @@ class BucketStore(Store):
 
     @abc.abstractmethod
     async def delete_listed(self, prefix: str, names: list[str]) -> None:
-        """Delete the objects ``names`` (as `names_to_delete(prefix)` returned them)."""
+        """Delete the objects of the keys ``names`` (as `names_to_delete(prefix)` returned them)."""
 
     async def _object_names_below(self, below: str) -> list[str]:
         """The names of all objects below ``below`` (a normalized prefix relative to the root)."""

@@ -262,13 +262,13 @@ class GCSStore(BucketStore):
                     yield child
 
     async def delete_listed(self, prefix: str, names: list[str]) -> None:
-        """Delete the objects ``names`` below ``prefix``, each its own request, under the store's limit."""
+        """Delete the objects of the keys ``names`` below ``prefix``, each its own request, under the store's limit."""
         self._check_writable()
         limiter = self.limiter
 
         async def remove(name: str) -> None:
             async with limiter:
-                await self._delete_object(name, name[len(self._root) :])
+                await self._delete_object(self._root + name, name)
 
         await asyncio.gather(*(remove(name) for name in names))
 
