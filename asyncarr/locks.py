@@ -15,21 +15,28 @@ __all__ = ["ProcessSynchronizer", "ThreadSynchronizer", "chunk_lock", "try_chunk
 
 _registry_lock = threading.Lock()
 _loop_locks: weakref.WeakValueDictionary[tuple[str, str, int], asyncio.Lock] = weakref.WeakValueDictionary()
-_process_locks: weakref.WeakValueDictionary[tuple[str, str], _ThreadLock] = weakref.WeakValueDictionary()
+_process_locks: dict[tuple[str, str], _ThreadLock] = {}
+"""The in-process lock of every chunk that a caller holds or waits for; an entry goes when its last user does."""
 
 
 class _ThreadLock:
-    """A threading.Lock that can live in a WeakValueDictionary (a bare Lock cannot be weakly referenced).
+    """A chunk's in-process lock, counting the callers that hold or wait for it.
 
-    Whoever holds the lock must hold this object too: the registry forgets it once unreferenced.
+    Counted rather than weakly referenced: the registry's entry is dropped under its lock when
+    the count reaches zero, with no weakref callback per chunk on the fast write path.
     """
 
-    def __init__(self) -> None:
+    __slots__ = ("chunk", "lock", "users")
+
+    def __init__(self, chunk: tuple[str, str]) -> None:
+        self.chunk = chunk
         self.lock = threading.Lock()
+        self.users = 0
 
     def release(self) -> None:
-        """Release the lock."""
+        """Release the lock and stop using it (for a lock taken with `try_chunk_lock`)."""
         self.lock.release()
+        _done_with(self)
 
 
 def _in_loop_lock(location: str, key: str) -> asyncio.Lock:
@@ -42,11 +49,21 @@ def _in_loop_lock(location: str, key: str) -> asyncio.Lock:
 
 
 def _across_loops_lock(location: str, key: str) -> _ThreadLock:
+    """The chunk's in-process lock, counted as used by the caller until it calls `_done_with`."""
     with _registry_lock:
-        lock = _process_locks.get((location, key))
-        if lock is None:
-            lock = _process_locks[(location, key)] = _ThreadLock()
-        return lock
+        entry = _process_locks.get((location, key))
+        if entry is None:
+            entry = _process_locks[(location, key)] = _ThreadLock((location, key))
+        entry.users += 1
+        return entry
+
+
+def _done_with(entry: _ThreadLock) -> None:
+    """One user fewer of ``entry``; the last one removes it from the registry."""
+    with _registry_lock:
+        entry.users -= 1
+        if entry.users == 0:
+            del _process_locks[entry.chunk]
 
 
 async def _acquire_polling(lock: threading.Lock) -> None:
@@ -101,8 +118,14 @@ def try_chunk_lock(location: str, key: str) -> _ThreadLock | None:
     For the codec-thread fast path: it never blocks a thread that async writers may need, and
     chunks it cannot lock at once are handed back to the async path, which waits its turn.
     """
-    held = _across_loops_lock(location, key)
-    return held if held.lock.acquire(blocking=False) else None
+    chunk = (location, key)
+    with _registry_lock:
+        if chunk in _process_locks:  # held, or waited for: the async path takes its turn
+            return None
+        entry = _process_locks[chunk] = _ThreadLock(chunk)
+        entry.users = 1
+        entry.lock.acquire()  # new and unseen by anyone else: free
+        return entry
 
 
 @contextlib.asynccontextmanager
@@ -116,16 +139,29 @@ async def chunk_lock(
     so other processes take turns too.
     """
     across_loops = _across_loops_lock(location, key)
-    async with _in_loop_lock(location, key):
-        await _acquire_polling(across_loops.lock)
-        try:
-            if isinstance(synchronizer, ProcessSynchronizer):
-                fd = await asyncio.to_thread(synchronizer.acquire, location, key)
-                try:
+    try:
+        async with _in_loop_lock(location, key):
+            await _acquire_polling(across_loops.lock)
+            try:
+                if isinstance(synchronizer, ProcessSynchronizer):
+                    fd = await asyncio.to_thread(synchronizer.acquire, location, key)
+                    try:
+                        yield
+                    finally:
+                        synchronizer.release(fd)
+                else:
                     yield
-                finally:
-                    synchronizer.release(fd)
-            else:
-                yield
-        finally:
-            across_loops.lock.release()
+            finally:
+                across_loops.lock.release()
+    finally:
+        _done_with(across_loops)
+
+
+def _forget_locks_in_child() -> None:
+    # The threads that held or waited for chunk locks in the parent do not exist in the child.
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    _process_locks.clear()
+
+
+os.register_at_fork(after_in_child=_forget_locks_in_child)

@@ -33,6 +33,40 @@ def test_writers_on_separate_event_loops_in_threads_lose_no_update(tmp_path):
     np.testing.assert_array_equal(za.open_array(path, mode="r")[:], expected)
 
 
+def test_chunk_locks_exclude_the_fast_path_and_leave_no_entry_behind(tmp_path):
+    # Whole-chunk writes of several threads (the codec threads' try-locks) and partial writes of
+    # several event loops (the async path's waiting locks) on the same chunks: no update is lost,
+    # and once every writer is done the registry holds nothing (each entry counts its users).
+    path = str(tmp_path / "a.zarr")
+    za.open_array(path, mode="w", shape=(4, 400), chunks=(4, 100), dtype="i4")
+    assert asyncarr.locks.try_chunk_lock("somewhere", "0.0") is not None  # taken...
+    assert asyncarr.locks.try_chunk_lock("somewhere", "0.0") is None  # ...so the next one is refused
+    asyncarr.locks._process_locks[("somewhere", "0.0")].release()
+
+    def whole_rows(value: int) -> None:
+        z = za.open_array(path, mode="r+")
+        for _ in range(20):
+            z[2:4, :] = value  # rows 2-3 of every chunk: partial chunks, read-modify-write
+
+    def columns(row: int) -> None:
+        async def write() -> None:
+            z = await asyncarr.open_array(path, mode="r+")
+            for start in range(0, 400, 50):
+                await z.setitem((row, slice(start, start + 50)), row + 1)
+
+        asyncio.run(write())
+
+    threads = [threading.Thread(target=whole_rows, args=(9,))]
+    threads += [threading.Thread(target=columns, args=(row,)) for row in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = np.array([[1] * 400, [2] * 400, [9] * 400, [9] * 400], dtype="i4")
+    np.testing.assert_array_equal(za.open_array(path, mode="r")[:], expected)
+    assert asyncarr.locks._process_locks == {}
+
+
 class _SharedCounter:
     """Counts requests in flight across several store handles."""
 

@@ -24,6 +24,7 @@ import concurrent.futures
 import contextlib
 import errno
 import functools
+import itertools
 import os
 import shutil
 import stat
@@ -42,6 +43,10 @@ from .counting import recorder_of
 __all__ = ["LocalStore"]
 
 _TEMP_PREFIX = ".asyncarr-tmp-"
+_temp_names = itertools.count()
+"""Numbers temporary files; with `_temp_token` (random per process, anew after fork) a name no other
+writer, thread or process, makes at the same time. Cheaper per file than random bytes from the OS."""
+_temp_token = os.urandom(6).hex()
 # Disk reads gain from a few requests in flight (page-cache misses, network filesystems)
 # beyond the number of cores; more threads than this only add contention.
 _IO_THREADS = min(32, 4 * (os.cpu_count() or 1) + 4)
@@ -149,6 +154,14 @@ def _deliver(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None
 _batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatcher] = weakref.WeakKeyDictionary()
 _batchers_lock = threading.Lock()
 os.register_at_fork(after_in_child=_forget_executor_after_fork)
+
+
+def _new_temp_token_after_fork() -> None:
+    global _temp_token
+    _temp_token = os.urandom(6).hex()  # else parent and child would name temporary files alike
+
+
+os.register_at_fork(after_in_child=_new_temp_token_after_fork)
 
 
 def _read_operation(byte_range: ByteRange | None) -> str:
@@ -444,14 +457,22 @@ class LocalStore(Store):
         # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
         self._check_parent_inside(path, key, "write")
         directory = path[: path.rindex(os.sep)]  # paths are root + os.sep + key: no need for os.path's generality
-        temp_path = directory + os.sep + _TEMP_PREFIX + os.urandom(8).hex()
+        temp_path = f"{directory}{os.sep}{_TEMP_PREFIX}{_temp_token}-{next(_temp_names)}"
         durable = self.fsync
         new_directory = durable and not os.path.isdir(directory)
         try:
             # A descriptor, not a file object: open() costs an isatty ioctl and a seek per file.
-            fd = _create_temp_file(directory, temp_path)
             try:
-                _write_all(fd, value)
+                fd = os.open(temp_path, _CREATE_FLAGS, 0o666)
+            except FileNotFoundError:  # the chunk's directory is not there yet
+                fd = _create_temp_file(directory, temp_path)
+            try:
+                if type(value) is bytes:  # the common case, without a call: most chunks take one write
+                    written = os.write(fd, value)
+                    if written < len(value):
+                        _write_all(fd, value, written)
+                else:
+                    _write_all(fd, value)
                 if durable:  # the bytes on disk before the name points at them
                     os.fsync(fd)
             finally:
@@ -602,10 +623,11 @@ def _fsync_directories(directory: str, top: str) -> None:
         directory = os.path.dirname(directory)
 
 
-def _write_all(fd: int, value: Any) -> None:
-    """Write all of ``value`` (any buffer) to ``fd``, however many writes it takes."""
+def _write_all(fd: int, value: Any, written: int = 0) -> None:
+    """Write all of ``value`` (any buffer) to ``fd`` from offset ``written`` on, however many writes it takes."""
     view = value if type(value) is bytes else memoryview(value).cast("B")
-    written = os.write(fd, view)
+    if written == 0:
+        written = os.write(fd, view)
     while written < len(view):
         written += os.write(fd, memoryview(view)[written:])
 
