@@ -41,6 +41,7 @@ from .errors import CodecError
 from .indexing import ChunkProjection
 from .locks import ProcessSynchronizer, chunk_lock, try_chunk_lock
 from .shards import open_shard_sync, partial_read_codec, read_shard_region, read_shard_region_blocking
+from .small_writes import EncodeThenWrite
 from .stores.base import Store
 
 __all__ = ["ChunkIO"]
@@ -379,7 +380,10 @@ class ChunkIO:
         if fast:
             deferred: list[ChunkProjection] = []
             workers = self._worker_count(writing=True)
-            await self._run_batches(projections, workers, self._write_batch, value, deferred, durable)
+            if workers > 1 and not durable and self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES:
+                await self._encode_then_write(projections, value, deferred)
+            else:
+                await self._run_batches(projections, workers, self._write_batch, value, deferred, durable)
             projections = deferred  # chunks another writer held: take turns on the async path
 
         async def write(projection: ChunkProjection) -> None:
@@ -432,6 +436,36 @@ class ChunkIO:
         finally:
             _release_all(held)
 
+    async def _encode_then_write(
+        self, projections: list[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
+    ) -> None:
+        """Small chunks to local files on two codec threads, one encoding and one writing (`small_writes`)."""
+        write_empty, as_buffer = self.write_empty(), self._writes_buffers
+
+        def encode_chunk(projection: ChunkProjection, key: str) -> Any:
+            return self._encoded_chunk(projection, key, value, write_empty, as_buffer)
+
+        write = EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred)
+        await self._run_on_codec_threads([write.encoding_first, write.writing_first])
+        write.finish()
+
+    def _encoded_chunk(
+        self, projection: ChunkProjection, key: str, value: np.ndarray, write_empty: bool, as_buffer: bool
+    ) -> Any:
+        """What to store for one chunk written from ``value``, its lock held: the encoded bytes, or
+        None where the chunk becomes fill and its key is deleted instead."""
+        piece = value[()] if value.ndim == 0 else value[projection.out_selection]
+        if self._encodes_in_place(projection, piece):
+            # The caller's values are the whole chunk: encode them where they are (the
+            # codecs copy what they must), not after a copy into a new chunk array.
+            chunk = piece
+        else:
+            chunk = self._chunk_to_update(projection, piece, write_empty, self.store.get_sync)
+            if chunk is None:
+                return None
+            chunk[projection.chunk_selection] = piece
+        return self.encode_unless_fill(chunk, key, write_empty, as_buffer=as_buffer)
+
     def _write_one(
         self,
         projection: ChunkProjection,
@@ -445,18 +479,7 @@ class ChunkIO:
         caller to flush with others and keep the lock in ``held`` until then."""
         keep = False
         try:
-            piece = value[()] if value.ndim == 0 else value[projection.out_selection]
-            if self._encodes_in_place(projection, piece):
-                # The caller's values are the whole chunk: encode them where they are (the
-                # codecs copy what they must), not after a copy into a new chunk array.
-                chunk = piece
-            else:
-                chunk = self._chunk_to_update(projection, piece, write_empty, self.store.get_sync)
-                if chunk is None:
-                    self.store.delete_sync(key)
-                    return None
-                chunk[projection.chunk_selection] = piece
-            encoded = self.encode_unless_fill(chunk, key, write_empty, as_buffer=self._writes_buffers)
+            encoded = self._encoded_chunk(projection, key, value, write_empty, self._writes_buffers)
             if encoded is None:
                 self.store.delete_sync(key)
                 return None
@@ -627,26 +650,36 @@ class ChunkIO:
         queue = _BatchQueue(_batches(projections, workers, self.chunk_nbytes), job, *args)
         if not queue.pending:
             return
+        await self._run_on_codec_threads([queue.drain] * min(queue.pending, workers))
+        queue.raise_first_error()
+
+    @staticmethod
+    async def _run_on_codec_threads(jobs: list[Callable[[], None]]) -> None:
+        """Run each job (which records its own failures) on a codec thread; the last to finish wakes
+        the event loop once, rather than once per job."""
+        if not jobs:
+            return
         loop = asyncio.get_running_loop()
         finished = loop.create_future()
-        running = min(queue.pending, workers)
+        running = len(jobs)
         count_lock = threading.Lock()
 
-        def work() -> None:
+        def work(job: Callable[[], None]) -> None:
             nonlocal running
-            queue.drain()
-            with count_lock:
-                running -= 1
-                last = running == 0
-            if last:
-                loop.call_soon_threadsafe(_resolve, finished)
+            try:
+                job()
+            finally:
+                with count_lock:
+                    running -= 1
+                    last = running == 0
+                if last:
+                    loop.call_soon_threadsafe(_resolve, finished)
 
         executor = codec_executor()
-        for _ in range(running):
-            executor.submit(work)
+        for job in jobs:
+            executor.submit(work, job)
         # Threads cannot be cancelled: a cancelled call still lets them finish their batches.
         await asyncio.shield(finished)
-        queue.raise_first_error()
 
 
 def _release_all(locks: list[Any]) -> None:

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "asyncarr.creation",
             "asyncarr.nodes",
             "asyncarr.chunk_io",
+            "asyncarr.small_writes",
             "asyncarr.shards",
         ),
     ),

@@ -1,0 +1,132 @@
+"""Writes of many small chunks to local files, shared by two codec threads: one prefers to encode, one to write.
+
+Split evenly, each thread would encode its own chunks and write their files, and the two would
+trade the GIL at every system call: a file write is five short calls (open, write, close,
+rename, each releasing the GIL) around a few microseconds of Python, and the thread whose call
+returns waits for the other's next one. On this project's 2-core VM, 4096 chunks of 2 KiB then
+wrote no faster on two threads than on one. Here the encoding thread spends long stretches in the
+compressor, which holds no GIL, while the writing thread makes the file system calls, so the GIL
+changes hands about once a chunk instead of at every call.
+
+Neither thread ever waits for the other: the writing thread encodes when nothing is ready to
+write, and the encoding thread writes when enough encoded chunks wait (which bounds their memory)
+or nothing is left to encode. So one thread alone finishes everything, and a codec pool busy with
+other work never stalls the write.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .indexing import ChunkProjection
+from .locks import try_chunk_lock
+from .stores.base import Store
+
+__all__ = ["EncodeThenWrite"]
+
+BATCH_CHUNKS = 32
+"""Chunks encoded (or written) in one go: a few hundred microseconds of work, so the writing
+thread starts soon and the hand-over costs little per chunk."""
+MOST_ENCODED_BATCHES = 8
+"""Encoded batches waiting to be written before the encoding thread writes some itself."""
+
+EncodeChunk = Callable[[ChunkProjection, str], Any]
+"""Encode one chunk whose lock the caller holds: its bytes to store, or None to delete its key."""
+Encoded = list[tuple[str, Any, Any]]
+"""One encoded batch: (chunk key, bytes or None, the chunk's lock)."""
+
+
+class EncodeThenWrite:
+    """One write of small chunks: batches to encode, batches encoded and not yet written, failures."""
+
+    def __init__(
+        self,
+        store: Store,
+        projections: Sequence[ChunkProjection],
+        chunk_key: Callable[[tuple[int, ...]], str],
+        encode_chunk: EncodeChunk,
+        deferred: list[ChunkProjection],
+    ) -> None:
+        self._store = store
+        self._chunk_key = chunk_key
+        self._encode_chunk = encode_chunk
+        self._deferred = deferred  # chunks another writer holds: the caller writes them after, taking turns
+        self._to_encode = collections.deque(
+            projections[start : start + BATCH_CHUNKS] for start in range(0, len(projections), BATCH_CHUNKS)
+        )
+        self._to_write: collections.deque[Encoded] = collections.deque()
+        self._errors: list[BaseException] = []
+
+    def encoding_first(self) -> None:
+        """Run on one codec thread: encode, writing only when enough waits or nothing is left to encode."""
+        self._run(prefer_writing=False)
+
+    def writing_first(self) -> None:
+        """Run on another codec thread: write what is encoded, encoding only when nothing is ready."""
+        self._run(prefer_writing=True)
+
+    def finish(self) -> None:
+        """After every thread has returned: release what a failure left unwritten, and raise that failure."""
+        while self._to_write:
+            for _, _, lock in self._to_write.popleft():
+                lock.release()
+        if self._errors:
+            raise self._errors[0]
+
+    def _run(self, prefer_writing: bool) -> None:
+        # deque's append and popleft are atomic: the two threads share the queues without a lock.
+        try:
+            while not self._errors:
+                if self._to_write and (prefer_writing or len(self._to_write) >= MOST_ENCODED_BATCHES):
+                    if self._write_next():
+                        continue
+                try:
+                    projections = self._to_encode.popleft()
+                except IndexError:
+                    if self._write_next():
+                        continue
+                    return  # nothing left to encode, nothing waiting: the other thread writes what it encodes
+                self._to_write.append(self._encode(projections))
+        except BaseException as exc:
+            self._errors.append(exc)
+
+    def _encode(self, projections: Sequence[ChunkProjection]) -> Encoded:
+        encoded: Encoded = []
+        location, chunk_key, encode_chunk = self._store.location, self._chunk_key, self._encode_chunk
+        try:
+            for projection in projections:
+                key = chunk_key(projection.chunk_coords)
+                lock = try_chunk_lock(location, key)
+                if lock is None:
+                    self._deferred.append(projection)
+                    continue
+                try:
+                    encoded.append((key, encode_chunk(projection, key), lock))
+                except BaseException:
+                    lock.release()
+                    raise
+        except BaseException:
+            for _, _, lock in encoded:
+                lock.release()
+            raise
+        return encoded
+
+    def _write_next(self) -> bool:
+        """Write the oldest encoded batch, releasing its locks; False if none was waiting."""
+        try:
+            batch = self._to_write.popleft()
+        except IndexError:
+            return False
+        store = self._store
+        try:
+            for key, value, _ in batch:
+                if value is None:
+                    store.delete_sync(key)
+                else:
+                    store.set_sync(key, value)
+        finally:
+            for _, _, lock in batch:
+                lock.release()
+        return True
