@@ -24,20 +24,19 @@ def two_codec_threads():
 
 
 class _RecordingStore(LocalStore):
-    """A LocalStore noting the thread of every blocking file write, and failing at ``fail_at`` if set."""
-
-    supports_sync_io = True  # set_sync alone is overridden: the array layer's blocking writes are what is watched
+    """A LocalStore noting the thread of every file it writes, and failing at ``fail_at`` if set."""
 
     def __init__(self, root: str, fail_at: str | None = None) -> None:
         super().__init__(root)
         self.fail_at = fail_at
         self.writers: list[str] = []
 
-    def set_sync(self, key: str, value: bytes) -> None:
+    def _write_file(self, path: str, key: str, value: Any) -> None:  # every write of a file goes through here
         if key == self.fail_at:
             raise self._error(key, OSError(28, "No space left on device"))  # as LocalStore reports one
-        self.writers.append(threading.current_thread().name)
-        super().set_sync(key, value)
+        if not key.startswith("."):  # chunks, not the metadata documents (written on the store's I/O threads)
+            self.writers.append(threading.current_thread().name)
+        super()._write_file(path, key, value)
 
 
 def _files(root: Path) -> list[str]:

@@ -227,6 +227,10 @@ def test_nested_directory_store_keeps_chunks_nested_and_says_so(tmp_path: pathli
     np.testing.assert_array_equal(again[:], DATA)
     # zarr 2 before 2.8 wrote no separator: a dotted chunk key still finds its nested file
     assert store.get_sync("0.0") == (tmp_path / "ours" / "0" / "0").read_bytes()
+    # Every way of writing a .zarray records the separator, the batched blocking one too.
+    plain = json.dumps({k: v for k, v in json.loads(store.get_sync(".zarray")).items() if k != "dimension_separator"})
+    store.set_many_sync([("b/.zarray", plain.encode())])
+    assert json.loads(store.get_sync("b/.zarray"))["dimension_separator"] == "/"
 
 
 def test_fsspec_store_from_url_opens_asyncarrs_store_and_closes_blocking(tmp_path: pathlib.Path) -> None:

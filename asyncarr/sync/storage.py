@@ -205,6 +205,10 @@ class DirectoryStore(_LocalStore):
         """Write many values (a ``.zarray`` records the nested separator)."""
         await super().set_many([(key, self._recorded(key, value)) for key, value in items])
 
+    def set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Blocking writes of many values (a ``.zarray`` records the nested separator)."""
+        super().set_many_sync([(key, self._recorded(key, value)) for key, value in items])
+
 
 class NestedDirectoryStore(DirectoryStore):
     """zarr 2's ``NestedDirectoryStore(path)``: v2 chunk ``0.0`` is the file ``0/0``, and ``.zarray`` says so."""
