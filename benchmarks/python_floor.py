@@ -33,7 +33,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numcodecs
 import numpy as np
@@ -106,19 +106,7 @@ def _read_pipelined(root: str, keys: list[str], out: np.ndarray) -> None:
 
 
 def _write(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
-    made = set()
-    for key, chunk in chunks:
-        directory, _, name = f"{root}/{key}".rpartition("/")
-        if directory not in made:
-            os.makedirs(directory, exist_ok=True)
-            made.add(directory)
-        temporary = f"{directory}/.tmp-{name}"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # no file object: cheaper
-        try:
-            os.write(fd, codec.encode(chunk))
-        finally:
-            os.close(fd)
-        os.replace(temporary, f"{directory}/{name}")
+    _write_encoded(root, ((key, codec.encode(chunk)) for key, chunk in chunks))
 
 
 def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
@@ -163,12 +151,13 @@ def _write_encoder_and_writer(root: str, chunks: list[tuple[str, np.ndarray]], c
     helper.join()
 
 
-def _write_encoded(root: str, items: list[tuple[str, bytes]]) -> None:
+def _write_encoded(root: str, items: Iterable[tuple[str, bytes]]) -> None:
+    """Each encoded chunk to a temporary file renamed over its key, its directory made when missing."""
     for key, encoded in items:
         directory, _, name = f"{root}/{key}".rpartition("/")
         temporary = f"{directory}/.tmp-{name}"
         try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # no file object: cheaper
         except FileNotFoundError:
             os.makedirs(directory, exist_ok=True)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

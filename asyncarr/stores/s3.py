@@ -67,6 +67,7 @@ _DELETE_BATCH = 1000  # the most keys one DeleteObjects request accepts
 _PUBLIC_HINT = 'The bucket may be public: pass storage_options={"anon": True}.'
 _PRIVATE_HINT = "The bucket is not public: pass credentials (key/secret or profile)."
 _STREAMED_BODY = 1 << 16  # bodies larger than this are sent piece by piece
+_REGION_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
 class HashedBody:
@@ -81,7 +82,6 @@ class HashedBody:
 
     def __len__(self) -> int:
         return len(self.body)
-_REGION_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
 # -- options ---------------------------------------------------------------------------------
