@@ -112,7 +112,11 @@ def test_an_array_write_hashes_its_chunks_on_codec_threads_and_stores_strided_va
 
     async def write_and_read() -> tuple[np.ndarray, str]:
         z = await asyncarr.open_array(
-            f"s3://{bucket}/a", mode="w", shape=data.shape, chunks=(100, 130), dtype="f8",
+            f"s3://{bucket}/a",
+            mode="w",
+            shape=data.shape,
+            chunks=(100, 130),
+            dtype="f8",
             storage_options=emulator.store_options(),
         )
         loop_thread = threading.current_thread().name

@@ -340,6 +340,7 @@ def test_read_only_nodes_and_nodes_on_other_stores_pickle_silently(tmp_path: pat
 
 def test_copies_in_this_process_and_dask_tokens_do_not_warn() -> None:
     import dask.base as dask_base  # dask is in .[test]; imported here to keep it off the facade tests' start-up
+
     nodes = _nodes_on(MemoryStore())
     other = _nodes_on(MemoryStore())
     with warnings.catch_warnings():

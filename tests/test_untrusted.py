@@ -199,4 +199,3 @@ def test_the_v3_bytes_data_type_takes_an_integer_array_fill_value_as_well_as_bas
 
     for name in ("ints.zarr", "b64.zarr"):
         assert list(za.open_array(str(tmp_path / name), mode="r")[:]) == [b"hi", b"hi"]
-

@@ -158,7 +158,12 @@ def test_a_codec_the_user_registered_is_built_from_metadata_only_once_they_trust
     codec_id = _UserRegisteredCodec.codec_id
     with config.set(trusted_codecs=[codec_id]):
         z = za.open_array(
-            str(root), mode="w", shape=(4,), chunks=(4,), dtype="<i4", zarr_format=zarr_format,
+            str(root),
+            mode="w",
+            shape=(4,),
+            chunks=(4,),
+            dtype="<i4",
+            zarr_format=zarr_format,
             compressor=_UserRegisteredCodec(),
         )
         z[:] = data

@@ -378,6 +378,7 @@ def test_a_bad_v3_bytes_fill_value_is_a_metadata_error(tmp_path: Path, fill_valu
 
 def test_a_bytes_array_round_trips_its_fill_value_with_zarr_python(tmp_path: Path) -> None:
     import zarr
+
     theirs = tmp_path / "theirs.zarr"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zarr-python calls its variable-length bytes data type unstable
