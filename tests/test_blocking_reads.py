@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numcodecs
@@ -29,17 +31,29 @@ def array(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> za.Array:
     return z
 
 
-def _blocked_loop_thread(seconds: float) -> threading.Event:
-    """Block the facade's event-loop thread for ``seconds``; the event is set once it is blocked."""
-    blocked = threading.Event()
+@contextlib.contextmanager
+def _loop_thread_blocked() -> Iterator[None]:
+    """Hold the facade's event-loop thread blocked for the block's duration (at most 30 s); on
+    leaving, fail if anything in the block had to wait for that thread.
+
+    A read that went through the loop would wait until the loop gave up its 30 s hold; then the
+    hold ends by time rather than by the block's end, which the check below sees.
+    """
+    blocked, release, held_to_the_end = threading.Event(), threading.Event(), threading.Event()
 
     async def block() -> None:
         blocked.set()
-        time.sleep(seconds)  # deliberately blocking: nothing else may run on that loop meanwhile
+        if release.wait(30):  # deliberately blocking: nothing else may run on that loop meanwhile
+            held_to_the_end.set()
 
-    asyncio.run_coroutine_threadsafe(block(), za._loop_thread._ensure_running())
+    done = asyncio.run_coroutine_threadsafe(block(), za._loop_thread._ensure_running())
     assert blocked.wait(5)
-    return blocked
+    try:
+        yield
+    finally:
+        release.set()
+        done.result(35)
+    assert held_to_the_end.is_set(), "the reads waited for the blocked event loop"
 
 
 SELECTIONS = [
@@ -54,13 +68,10 @@ SELECTIONS = [
 
 
 def test_reads_finish_while_the_loop_thread_is_busy(array: za.Array) -> None:
-    # With the loop thread blocked for 2 s, reads through the loop would wait; in-thread they do not.
-    _blocked_loop_thread(2.0)
-    started = time.perf_counter()
-    for kind, read, expected in SELECTIONS:
-        np.testing.assert_array_equal(read(array), expected(DATA), err_msg=kind)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 1.0, f"{len(SELECTIONS)} reads waited {elapsed:.2f} s for the blocked event loop"
+    # With the loop thread blocked, reads through the loop would wait; in-thread they do not.
+    with _loop_thread_blocked():
+        for kind, read, expected in SELECTIONS:
+            np.testing.assert_array_equal(read(array), expected(DATA), err_msg=kind)
 
 
 def test_many_threads_read_what_numpy_reads(array: za.Array) -> None:
@@ -146,11 +157,9 @@ def test_whole_shards_read_in_thread_and_parts_of_shards_through_the_loop(tmp_pa
     z = za.open_array(str(tmp_path / "s.zarr"), mode="w", shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="i2")
     z[...] = data
     assert z.async_array.read_blocking("getitem", (3, 9)) is NotImplemented
-    _blocked_loop_thread(2.0)
-    started = time.perf_counter()
-    np.testing.assert_array_equal(z[...], data)
-    np.testing.assert_array_equal(z[32:, :32], data[32:, :32])
-    assert time.perf_counter() - started < 1.0, "whole-shard reads waited for the blocked event loop"
+    with _loop_thread_blocked():
+        np.testing.assert_array_equal(z[...], data)
+        np.testing.assert_array_equal(z[32:, :32], data[32:, :32])
     np.testing.assert_array_equal(z[3:40, 9], data[3:40, 9])  # through the loop, once it is free again
 
 

@@ -9,7 +9,6 @@ tests/test_cloud_stores.py.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,26 +129,23 @@ def test_reading_64_chunks_sends_64_gets_in_flight_together(cloud: Cloud, tmp_pa
     asyncio.run(write())
     cloud.publish(place)
 
-    async def read(url: str, options: dict[str, Any]) -> tuple[np.ndarray, float]:
+    async def read(url: str, options: dict[str, Any]) -> np.ndarray:
         array = await asyncarr.open_array(url, mode="r", storage_options=options)
         try:
             proxy.reset_counters()  # count the chunk reads only, not the metadata
-            started = time.perf_counter()
-            result = await array.getitem(Ellipsis)
-            return result, time.perf_counter() - started
+            return await array.getitem(Ellipsis)
         finally:
             await array.store.close()
 
     with FaultProxy(place.upstream, latency=LATENCY) as proxy:
-        result, elapsed = asyncio.run(read(*cloud.through(proxy, place)))
+        result = asyncio.run(read(*cloud.through(proxy, place)))
         counts = proxy.counts()
     np.testing.assert_array_equal(result, data)
     assert counts["requests_by_method"] == {"GET": 64}, counts
     chunk_paths = counts["requests_by_path"]
     assert len(chunk_paths) == 64 and set(chunk_paths.values()) == {1}, "each chunk fetched once"
     if cloud.concurrency is None:
-        assert counts["max_in_flight"] >= 16, counts
-        assert elapsed < 64 * LATENCY / 2, f"{elapsed:.2f} s: one after another would take {64 * LATENCY:.1f} s"
+        assert counts["max_in_flight"] >= 16, counts  # one after another would be 1
     else:
         # The GCS emulator takes only a few connections at once (tests/emulators/gcs.py), so the
         # store is capped there; every slot is still used.

@@ -56,25 +56,18 @@ def trusted_sleepy_codec():
 
 def test_a_64_chunk_read_and_write_overlap_their_requests() -> None:
     data = np.arange(32 * 32, dtype="i4").reshape(32, 32) + 1
-    store = SlowMemoryStore(delay=LATENCY)
+    store = SlowMemoryStore(delay=LATENCY)  # each request held long enough for the others to meet it
 
-    async def main() -> dict[str, float | int | np.ndarray]:
+    async def main() -> dict[str, int | np.ndarray]:
         z = await asyncarr.open_array(store, mode="w", dtype="i4", **CHUNKS_64)
         store.reset_counters()
-        start = time.perf_counter()
         await z.setitem(..., data)
-        write_seconds = time.perf_counter() - start
         write_in_flight, write_requests = store.max_in_flight, store.requests
-
         store.reset_counters()
-        start = time.perf_counter()
         result = await z.getitem(...)
-        read_seconds = time.perf_counter() - start
         return {
-            "write_seconds": write_seconds,
             "write_in_flight": write_in_flight,
             "write_requests": write_requests,
-            "read_seconds": read_seconds,
             "read_in_flight": store.max_in_flight,
             "read_requests": store.requests,
             "result": result,
@@ -84,11 +77,9 @@ def test_a_64_chunk_read_and_write_overlap_their_requests() -> None:
     np.testing.assert_array_equal(outcome["result"], data)
     assert outcome["write_requests"] >= 64
     assert outcome["read_requests"] >= 64
-    # One request at a time would take 64 x 50 ms = 3.2 s.
+    # One request at a time would keep 1 in flight.
     assert outcome["write_in_flight"] >= 16
     assert outcome["read_in_flight"] >= 16
-    assert outcome["write_seconds"] < 64 * LATENCY / 4
-    assert outcome["read_seconds"] < 64 * LATENCY / 4
 
 
 def test_the_facade_overlaps_requests_too() -> None:
@@ -96,14 +87,10 @@ def test_the_facade_overlaps_requests_too() -> None:
     store = SlowMemoryStore(delay=LATENCY)
     z = za.open_array(store, mode="w", dtype="f8", **CHUNKS_64)
     store.reset_counters()
-    start = time.perf_counter()
     z[:] = data
-    assert time.perf_counter() - start < 64 * LATENCY / 4
     assert store.max_in_flight >= 16
     store.reset_counters()
-    start = time.perf_counter()
     np.testing.assert_array_equal(z[:], data)
-    assert time.perf_counter() - start < 64 * LATENCY / 4
     assert store.max_in_flight >= 16
 
 

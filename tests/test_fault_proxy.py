@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -129,13 +128,10 @@ def test_flaky_proxy_still_reads_missing_keys_as_none(served: str) -> None:
 
 def test_requests_of_one_call_are_in_flight_together(served: str) -> None:
     keys = [(f"arr/c/{i}", None) for i in range(32)]
-    with FaultProxy(served, latency=0.05) as proxy:
-        started = time.perf_counter()
+    with FaultProxy(served, latency=0.05) as proxy:  # each request held long enough for all to meet
         assert run(read_all(proxy.url, keys)) == [FILES[key] for key, _ in keys]
-        elapsed = time.perf_counter() - started
         counts = proxy.counts()
     assert counts["max_in_flight"] == 32 and counts["requests"] == 32
-    assert elapsed < 32 * 0.05 / 2  # one after another would take 1.6 s
 
 
 def test_requests_queued_behind_the_concurrency_limit_do_not_time_out(served: str) -> None:

@@ -15,7 +15,6 @@ import pickle
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -250,10 +249,7 @@ def test_listings_of_more_than_1000_keys_are_complete(tmp_path: Path) -> None:
     store = fresh_store(tmp_path)
     flat = {f"many/k{i:04d}": b"" for i in range(1000)}
     nested = {f"many/d{i:03d}/x": b"" for i in range(100)}
-    started = time.perf_counter()
     run(store.set_many(list({**flat, **nested}.items())))  # ~15 s: the emulator slows as objects pile up
-    elapsed = time.perf_counter() - started
-    assert elapsed < 60, f"1,100 PUTs took {elapsed:.0f} s"
     assert run(keys_of(store.list_prefix("many"))) == sorted({**flat, **nested})
     names = run(keys_of(store.list_dir("many")))
     assert len(names) == 1100
