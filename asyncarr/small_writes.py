@@ -121,11 +121,12 @@ class EncodeThenWrite:
             return False
         store = self._store
         try:
+            # One call for the batch's files: a local store writes them here with its per-call
+            # checks made once (`LocalStore.set_many_sync`). Chunks that became fill are deleted.
+            store.set_many_sync([(key, value) for key, value, _ in batch if value is not None])
             for key, value, _ in batch:
                 if value is None:
                     store.delete_sync(key)
-                else:
-                    store.set_sync(key, value)
         finally:
             for _, _, lock in batch:
                 lock.release()

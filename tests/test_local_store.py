@@ -335,3 +335,38 @@ def test_durable_writes_of_small_chunks_flush_every_file_on_several_threads(
     assert len(flushed_by) > 1  # by more than one thread
     assert store.metrics().requests.get("set", 0) >= 64  # each file still counts as a request
     np.testing.assert_array_equal(za.open_array(str(tmp_path / "durable"), mode="r")[...], data)
+
+
+def test_batched_writes_without_fsync_are_written_on_the_calling_thread_each_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Handing a 2 KiB file to another thread costs more than writing it: set_many_sync writes
+    # here, one file after another, each as atomic as set_sync's and each one request.
+    store = LocalStore(tmp_path)
+    written_by: set[int] = set()
+    real_write_file = LocalStore._write_file
+
+    def watched(self: LocalStore, *args: Any) -> None:
+        written_by.add(threading.get_ident())
+        real_write_file(self, *args)
+
+    monkeypatch.setattr(LocalStore, "_write_file", watched)
+    items = [(f"c/{i}/{j}", bytes([i, j]) * 1000) for i in range(4) for j in range(4)]
+    store.set_many_sync(items)
+    assert written_by == {threading.get_ident()}
+    assert files_under(tmp_path) == dict(items)
+    metrics = store.metrics()
+    assert metrics.requests == {"set": 16} and metrics.bytes_written == 16 * 2000
+
+
+def test_batched_writes_stop_at_the_first_failure_naming_its_key(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    fill(store, {"file": b"plain"})
+    with pytest.raises(StoreError, match=f"file://{tmp_path}/file/below"):
+        store.set_many_sync([("a", b"1"), ("file/below", b"a file is in the way"), ("b", b"2")])
+    assert files_under(tmp_path) == {"a": b"1", "file": b"plain"}  # no temporary file left either
+    metrics = store.metrics()
+    assert metrics.requests == {"set": 3} and metrics.failures == 1  # the fill, "a", and the failed one
+    with pytest.raises(ValueError, match=r"'\.\.' segment"):
+        store.set_many_sync([("../escape", b"x")])
+    assert not (tmp_path.parent / "escape").exists()

@@ -25,6 +25,7 @@ import contextlib
 import errno
 import functools
 import itertools
+import logging
 import os
 import shutil
 import stat
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 from .. import config
 from ..errors import AccessDeniedError, StoreError
 from .base import ByteRange, Store, _normalize_prefix, validate_key
-from .counting import recorder_of
+from .counting import log_request, recorder_of, request_log
 
 __all__ = ["LocalStore"]
 
@@ -72,6 +73,9 @@ _FD_PATHS = "/proc/self/fd/" if os.path.isdir("/proc/self/fd") else None
 _MAX_KNOWN_DIRECTORIES = 4096
 
 _T = TypeVar("_T")
+_perf_counter = time.perf_counter
+_log_requests = request_log.isEnabledFor
+_DEBUG = logging.DEBUG
 _Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -244,10 +248,15 @@ class LocalStore(Store):
         self._write_file(self._file_path(key), key, value)
 
     def set_many_sync(self, items: Sequence[tuple[str, Any]]) -> None:
-        """Blocking writes of many files, spread over the store's I/O threads, returning when all are
-        written: durable writes wait on the disk for each file, and many flushes in flight wait
-        together. Each file counts as one ``set`` request; the first failure is raised."""
+        """Blocking writes of many files, returning when all are written. Durable writes are spread
+        over the store's I/O threads: each waits on the disk, and many flushes in flight wait
+        together. Others are written on the calling thread, one after another, as `set_sync` would
+        but with the per-call bookkeeping done once. Each file counts as one ``set`` request; the
+        first failure is raised."""
         self._check_writable()
+        if not self.fsync:
+            self._write_files_here(items)
+            return
         timed, write = recorder_of(self).timed, self._write_file
         jobs = [(self._file_path(key), key, value) for key, value in items]
 
@@ -452,6 +461,24 @@ class LocalStore(Store):
             os.close(fd)
             # One request per file opened, as a whole read of it would count, with the bytes read.
             recorder_of(self).record("get", time.perf_counter() - started, opened.bytes_read if opened else 0)
+
+    def _write_files_here(self, items: Iterable[tuple[str, Any]]) -> None:
+        # Small chunks cost mostly per file: on tmpfs a 2 KiB file is about 13.6 us of system calls
+        # and the least Python around them; set_sync's wrappers add 2.4 us, this loop 1.6 (round 8).
+        record = recorder_of(self).record
+        logged = _log_requests(_DEBUG)
+        write, file_path = self._write_file, self._file_path
+        for key, value in items:
+            start = _perf_counter()
+            try:
+                write(file_path(key), key, value)
+            except Exception:
+                record("set", _perf_counter() - start, failed=True)
+                raise
+            seconds = _perf_counter() - start
+            record("set", seconds, written=len(value))
+            if logged:
+                log_request("set", self.key_url(key), "ok", seconds)
 
     def _write_file(self, path: str, key: str, value: bytes) -> None:
         # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
