@@ -17,9 +17,10 @@ with `naming_url`.
 from __future__ import annotations
 
 import abc
+import functools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -200,6 +201,19 @@ class CodecPipeline(abc.ABC):
 
     def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
         """Subclasses return a fast decoder when the chain is just raw bytes, optionally Blosc-compressed."""
+        return None
+
+    @functools.cached_property
+    def plain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
+        """For chains of Blosc-compressed raw bytes and nothing else: a function encoding one whole
+        chunk (an array of the chunk's shape and the array's dtype, in any memory layout) into the
+        very bytes `encode` stores, without its layers of codec objects; None for other chains.
+        For writes of many small chunks, whose cost is mostly per chunk. Its failures are the
+        compressor's own, not `CodecError`."""
+        return self._plain_chain_encoder()
+
+    def _plain_chain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
+        """Subclasses return a fast encoder when the chain is just raw bytes, Blosc-compressed."""
         return None
 
     @abc.abstractmethod
@@ -494,6 +508,18 @@ class _V2Pipeline(CodecPipeline):
             return None
         return _plain_decoder(self._compressor, chunk_shape, self.dtype)
 
+    def _plain_chain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
+        if self._filters or self.variable_length or self.order != "C" or self.dtype.hasobject:
+            return None
+        if getattr(self._compressor, "codec_id", None) != "blosc":
+            return None
+        compress = self._compressor.encode  # what `_encode` ends in, given the C-ordered typed array
+
+        def encode(chunk: np.ndarray) -> Buffer:
+            return compress(chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk))
+
+        return encode
+
     def _filtered_nbytes(self, chunk_shape: tuple[int, ...]) -> int | None:
         """Bytes the filters turn a chunk into (what the compressor decodes to), where fixed."""
         if self.variable_length:
@@ -628,6 +654,22 @@ class _V3Pipeline(CodecPipeline):
                 specs.append(codec.resolve(specs[-1]))
             self._specs_by_shape[chunk_shape] = specs
         return specs
+
+    def _plain_chain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
+        if self.array_array or not isinstance(self.array_bytes, BytesCodec) or len(self.bytes_bytes) != 1:
+            return None
+        if self.array_bytes.stored_dtype(self.dtype) != self.dtype or self.dtype.hasobject:
+            return None
+        if not isinstance(self.bytes_bytes[0], BloscCodec):
+            return None
+        compress = self.bytes_bytes[0].encode
+
+        def encode(chunk: np.ndarray) -> Buffer:
+            # The bytes codec's output for an array already in the stored dtype: its C-ordered bytes
+            # as uint8 (numcodecs takes Blosc's typesize from the codec, else from that view).
+            return compress(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
+
+        return encode
 
     def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> _PlainChainDecoder | None:
         if self.array_array or not isinstance(self.array_bytes, BytesCodec) or len(self.bytes_bytes) > 1:

@@ -1,0 +1,121 @@
+"""The plain encoder: whole chunks of Blosc-compressed raw bytes encoded without the codec layers.
+
+It must store exactly the bytes the general path (`CodecPipeline.encode`) stores, for every
+layout a caller's chunk may come in, and be absent for every chain it does not cover.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numcodecs
+import numpy as np
+import pytest
+
+import asyncarr.sync as za
+from asyncarr.codecs import CodecPipeline
+from asyncarr.errors import CodecError
+from asyncarr.stores import MemoryStore
+
+CHUNKS = (6, 5)
+
+
+def _blosc_v3(shuffle: str, typesize: int | None = None, cname: str = "zstd") -> dict[str, Any]:
+    configuration: dict[str, Any] = {"cname": cname, "clevel": 3, "shuffle": shuffle, "blocksize": 0}
+    if typesize is not None:
+        configuration["typesize"] = typesize
+    return {"name": "blosc", "configuration": configuration}
+
+
+def _v2(dtype: str, **options: Any) -> CodecPipeline:
+    options.setdefault("compressor", numcodecs.Blosc("zstd", 3, numcodecs.Blosc.SHUFFLE))
+    z = za.create(shape=(12, 10), chunks=CHUNKS, dtype=dtype, zarr_format=2, store=MemoryStore(), **options)
+    return z.async_array._pipeline
+
+
+def _v3(dtype: str, codecs: list[dict[str, Any]]) -> CodecPipeline:
+    z = za.create(shape=(12, 10), chunks=CHUNKS, dtype=dtype, zarr_format=3, codecs=codecs, store=MemoryStore())
+    return z.async_array._pipeline
+
+
+def _layouts(dtype: str) -> list[np.ndarray]:
+    """One chunk's values as a caller may hold them: C-ordered, Fortran-ordered, a strided view."""
+    rng = np.random.default_rng(4)
+    values = (rng.integers(0, 200, size=(12, 10)) + rng.random((12, 10))).astype(dtype)
+    return [np.ascontiguousarray(values[:6, :5]), np.asfortranarray(values[:6, :5]), values[::2, ::2][:6, :5]]
+
+
+@pytest.mark.parametrize("dtype", ["u2", ">u2", "i4", "f8", "<c8", "S3", "bool"])
+@pytest.mark.parametrize("shuffle", [numcodecs.Blosc.NOSHUFFLE, numcodecs.Blosc.SHUFFLE, numcodecs.Blosc.BITSHUFFLE])
+def test_v2_plain_encoder_stores_the_bytes_of_the_general_path(dtype: str, shuffle: int) -> None:
+    pipeline = _v2(dtype, compressor=numcodecs.Blosc("lz4", 5, shuffle))
+    assert pipeline.plain_encoder is not None
+    for chunk in _layouts(dtype):
+        assert bytes(pipeline.plain_encoder(chunk)) == pipeline.encode(chunk, "k")
+
+
+@pytest.mark.parametrize("dtype", ["u2", "i4", "f8", "<c8", "bool"])
+@pytest.mark.parametrize(
+    "blosc",
+    [_blosc_v3("noshuffle"), _blosc_v3("shuffle", 4), _blosc_v3("bitshuffle", 2), _blosc_v3("noshuffle", 1, "lz4")],
+)
+def test_v3_plain_encoder_stores_the_bytes_of_the_general_path(dtype: str, blosc: dict[str, Any]) -> None:
+    pipeline = _v3(dtype, [{"name": "bytes", "configuration": {"endian": "little"}}, blosc])
+    assert pipeline.plain_encoder is not None
+    for chunk in _layouts(dtype):
+        assert bytes(pipeline.plain_encoder(chunk)) == pipeline.encode(chunk, "k")
+
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        pytest.param(lambda: _v2("u2", compressor=numcodecs.Zlib(1)), id="v2 zlib"),
+        pytest.param(lambda: _v2("u2", compressor=None), id="v2 raw"),
+        pytest.param(lambda: _v2("u2", order="F"), id="v2 order F"),
+        pytest.param(lambda: _v2("u2", filters=[numcodecs.Delta("u2")]), id="v2 filters"),
+        pytest.param(
+            lambda: _v3("u2", [{"name": "bytes", "configuration": {"endian": "big"}}, _blosc_v3("shuffle", 2)]),
+            id="v3 big-endian bytes",
+        ),
+        pytest.param(
+            lambda: _v3(
+                "u2",
+                [
+                    {"name": "transpose", "configuration": {"order": [1, 0]}},
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    _blosc_v3("shuffle", 2),
+                ],
+            ),
+            id="v3 transpose",
+        ),
+        pytest.param(
+            lambda: _v3(
+                "u2",
+                [{"name": "bytes", "configuration": {"endian": "little"}}, _blosc_v3("shuffle", 2), {"name": "crc32c"}],
+            ),
+            id="v3 blosc then crc32c",
+        ),
+        pytest.param(lambda: _v3("u2", [{"name": "bytes", "configuration": {"endian": "little"}}]), id="v3 raw"),
+    ],
+)
+def test_other_chains_have_no_plain_encoder(pipeline: Any) -> None:
+    assert pipeline().plain_encoder is None
+
+
+def test_chunks_written_through_the_plain_encoder_read_back_and_fail_by_key(tmp_path: Any) -> None:
+    data = np.arange(120, dtype="u2").reshape(12, 10)
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, _blosc_v3("shuffle", 2)]
+    z = za.create(
+        shape=(12, 10), chunks=CHUNKS, dtype="u2", zarr_format=3, codecs=codecs, store=str(tmp_path / "a.zarr")
+    )
+    assert z.async_array._pipeline.plain_encoder is not None
+    z[...] = data
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "a.zarr"), mode="r")[...], data)
+
+    def refuse(chunk: np.ndarray) -> bytes:
+        raise ValueError("the compressor refused")
+
+    z.async_array._pipeline.__dict__["plain_encoder"] = refuse
+    with pytest.raises(CodecError, match=r"chunk .*a\.zarr/c/1/0: cannot encode: the compressor refused"):
+        z[6:, :5] = 7
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "a.zarr"), mode="r")[...], data)  # nothing torn
