@@ -370,3 +370,28 @@ def test_batched_writes_stop_at_the_first_failure_naming_its_key(tmp_path: Path)
     with pytest.raises(ValueError, match=r"'\.\.' segment"):
         store.set_many_sync([("../escape", b"x")])
     assert not (tmp_path.parent / "escape").exists()
+
+
+def test_a_subclass_changing_set_sync_alone_sees_every_file_of_a_batched_write(tmp_path: Path) -> None:
+    # Small-chunk writes hand the store whole batches (set_many_sync); a subclass that changed
+    # only set_sync must still see each file, as it did when they came one set_sync at a time.
+    import asyncarr.sync as za
+
+    class Stamping(LocalStore):
+        seen: list[str] = []
+
+        async def set(self, key: str, value: bytes) -> None:
+            await super().set(key, value)
+
+        def set_sync(self, key: str, value: bytes) -> None:
+            self.seen.append(key)
+            super().set_sync(key, value)
+
+    store = Stamping(str(tmp_path / "a"))
+    z = za.create_array(store, shape=(64, 64), chunks=(8, 8), dtype="u2", fill_value=0)
+    data = np.arange(1, 64 * 64 + 1, dtype="u2").reshape(64, 64)
+    z[...] = data
+    assert sorted(key for key in Stamping.seen if key.startswith("c/")) == sorted(
+        f"c/{i}/{j}" for i in range(8) for j in range(8)
+    )
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "a"), mode="r")[...], data)
