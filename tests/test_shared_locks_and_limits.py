@@ -12,6 +12,14 @@ import asyncarr.sync as za
 from asyncarr import config
 
 
+def _run_together(threads: list[threading.Thread]) -> None:
+    """Start every thread, then wait for all of them."""
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def test_writers_on_separate_event_loops_in_threads_lose_no_update(tmp_path):
     path = str(tmp_path / "a.zarr")
     asyncio.run(asyncarr.open_array(path, mode="w", shape=(8, 100), chunks=(8, 100), dtype="i4"))
@@ -25,17 +33,14 @@ def test_writers_on_separate_event_loops_in_threads_lose_no_update(tmp_path):
         asyncio.run(write())
 
     threads = [threading.Thread(target=writer, args=(row,)) for row in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _run_together(threads)
     expected = np.repeat(np.arange(1, 9, dtype="i4")[:, None], 100, axis=1)
     np.testing.assert_array_equal(za.open_array(path, mode="r")[:], expected)
 
 
 def test_chunk_locks_exclude_the_fast_path_and_leave_no_entry_behind(tmp_path):
-    # Whole-chunk writes of several threads (the codec threads' try-locks) and partial writes of
-    # several event loops (the async path's waiting locks) on the same chunks: no update is lost,
+    # Facade writes from a thread (the codec threads' try-locks) and partial writes of several
+    # event loops (the async path's waiting locks) on the same chunks: no update is lost,
     # and once every writer is done the registry holds nothing (each entry counts its users).
     path = str(tmp_path / "a.zarr")
     za.open_array(path, mode="w", shape=(4, 400), chunks=(4, 100), dtype="i4")
@@ -58,10 +63,7 @@ def test_chunk_locks_exclude_the_fast_path_and_leave_no_entry_behind(tmp_path):
 
     threads = [threading.Thread(target=whole_rows, args=(9,))]
     threads += [threading.Thread(target=columns, args=(row,)) for row in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _run_together(threads)
     expected = np.array([[1] * 400, [2] * 400, [9] * 400, [9] * 400], dtype="i4")
     np.testing.assert_array_equal(za.open_array(path, mode="r")[:], expected)
     assert asyncarr.locks._process_locks == {}
