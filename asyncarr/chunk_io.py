@@ -603,12 +603,6 @@ class ChunkIO:
         empty chunks are not written."""
         if not write_empty and self.is_fill(chunk):
             return None
-        plain = self.pipeline.plain_encoder
-        if plain is not None and chunk.dtype == self.dtype:
-            try:
-                return plain(chunk)
-            except Exception as exc:
-                raise CodecError(f"chunk {self.store.key_url(key)}: cannot encode: {exc}") from exc
         encode = self.pipeline.encode_buffer if as_buffer else self.pipeline.encode
         if not self._encodes_shards:
             return encode(chunk, self.store.key_url(key))

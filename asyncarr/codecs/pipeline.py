@@ -169,7 +169,10 @@ class CodecPipeline(abc.ABC):
     def encode(self, chunk: np.ndarray, key: str) -> bytes:
         """Encode one chunk (an array of the chunk's shape) into the bytes to store."""
         chunk = np.asarray(chunk)
+        plain = self.plain_encoder
         try:
+            if plain is not None and chunk.dtype == self.dtype and chunk.shape == self.chunk_shape:
+                return plain(chunk)
             if self.dtype.kind == "O" and not self.python_objects:
                 chunk = _exact_bytes(chunk)
             return ensure_bytes(self._encode(chunk))
@@ -207,9 +210,9 @@ class CodecPipeline(abc.ABC):
     def plain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
         """For chains of Blosc-compressed raw bytes and nothing else: a function encoding one whole
         chunk (an array of the chunk's shape and the array's dtype, in any memory layout) into the
-        very bytes `encode` stores, without its layers of codec objects; None for other chains.
-        For writes of many small chunks, whose cost is mostly per chunk. Its failures are the
-        compressor's own, not `CodecError`."""
+        very bytes the general path stores, without its layers of codec objects; None for other
+        chains. `encode` takes it where it applies: for writes of many small chunks, whose cost is
+        mostly per chunk. Its failures are the compressor's own; `encode` names the chunk."""
         return self._plain_chain_encoder()
 
     def _plain_chain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
