@@ -9,9 +9,16 @@ import hashlib
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 
-__all__ = ["ProcessSynchronizer", "ThreadSynchronizer", "chunk_lock", "try_chunk_lock"]
+__all__ = [
+    "ProcessSynchronizer",
+    "ThreadSynchronizer",
+    "chunk_lock",
+    "release_chunk_locks",
+    "try_chunk_lock",
+    "try_chunk_locks",
+]
 
 _registry_lock = threading.Lock()
 _loop_locks: weakref.WeakValueDictionary[tuple[str, str, int], asyncio.Lock] = weakref.WeakValueDictionary()
@@ -126,6 +133,36 @@ def try_chunk_lock(location: str, key: str) -> _ThreadLock | None:
         entry.users = 1
         entry.lock.acquire()  # new and unseen by anyone else: free
         return entry
+
+
+def try_chunk_locks(location: str, keys: Sequence[str]) -> list[_ThreadLock | None]:
+    """`try_chunk_lock` for many chunks at once: each chunk's lock, or None where someone holds it.
+
+    One registry update for the lot: taken one by one, the registry's lock and a call per chunk
+    cost a small-chunk write (4096 chunks of 2 KiB) about a tenth of its time on two threads.
+    """
+    taken: list[_ThreadLock | None] = []
+    with _registry_lock:
+        for key in keys:
+            chunk = (location, key)
+            if chunk in _process_locks:
+                taken.append(None)
+                continue
+            entry = _process_locks[chunk] = _ThreadLock(chunk)
+            entry.users = 1
+            entry.lock.acquire()
+            taken.append(entry)
+    return taken
+
+
+def release_chunk_locks(entries: Iterable[_ThreadLock]) -> None:
+    """Release locks taken with `try_chunk_locks` (or `try_chunk_lock`), in one registry update."""
+    with _registry_lock:
+        for entry in entries:
+            entry.lock.release()
+            entry.users -= 1
+            if entry.users == 0:
+                del _process_locks[entry.chunk]
 
 
 @contextlib.asynccontextmanager

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .indexing import ChunkProjection
-from .locks import try_chunk_lock
+from .locks import release_chunk_locks, try_chunk_locks
 from .stores.base import Store
 
 __all__ = ["EncodeThenWrite"]
@@ -70,8 +70,7 @@ class EncodeThenWrite:
     def finish(self) -> None:
         """After every thread has returned: release what a failure left unwritten, and raise that failure."""
         while self._to_write:
-            for _, _, lock in self._to_write.popleft():
-                lock.release()
+            release_chunk_locks([lock for _, _, lock in self._to_write.popleft()])
         if self._errors:
             raise self._errors[0]
 
@@ -93,23 +92,20 @@ class EncodeThenWrite:
             self._errors.append(exc)
 
     def _encode(self, projections: Sequence[ChunkProjection]) -> Encoded:
+        # The batch's locks in one registry update (`try_chunk_locks`), released together once its
+        # files are written: a lock per chunk cost these writes about 6% on two threads (round 9).
+        chunk_key, encode_chunk = self._chunk_key, self._encode_chunk
+        keys = [chunk_key(projection.chunk_coords) for projection in projections]
+        locks = try_chunk_locks(self._store.location, keys)
         encoded: Encoded = []
-        location, chunk_key, encode_chunk = self._store.location, self._chunk_key, self._encode_chunk
         try:
-            for projection in projections:
-                key = chunk_key(projection.chunk_coords)
-                lock = try_chunk_lock(location, key)
+            for projection, key, lock in zip(projections, keys, locks, strict=True):
                 if lock is None:
                     self._deferred.append(projection)
-                    continue
-                try:
+                else:
                     encoded.append((key, encode_chunk(projection, key), lock))
-                except BaseException:
-                    lock.release()
-                    raise
         except BaseException:
-            for _, _, lock in encoded:
-                lock.release()
+            release_chunk_locks([lock for lock in locks if lock is not None])
             raise
         return encoded
 
@@ -128,6 +124,5 @@ class EncodeThenWrite:
                 if value is None:
                     store.delete_sync(key)
         finally:
-            for _, _, lock in batch:
-                lock.release()
+            release_chunk_locks([lock for _, _, lock in batch])
         return True

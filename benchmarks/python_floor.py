@@ -43,7 +43,7 @@ import numpy as np
 from numcodecs import blosc
 
 from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
-from asyncarr.locks import try_chunk_lock
+from asyncarr.locks import release_chunk_locks, try_chunk_locks
 from asyncarr.stores.base import validate_key
 from asyncarr.stores.metrics import MetricsRecorder
 
@@ -135,9 +135,10 @@ def _write_encoder_and_writer(
     With ``duties``, each chunk also gets what a library owes it and a bare loop skips, done with
     asyncarr's own pieces: its values copied out of the caller's array (``chunks`` are then views
     of it), its in-process lock taken before encoding and released once its file is written (no
-    other writer in the process tears it), its fill check (a chunk of fill is not stored), its
-    key checked before it becomes a path (none escapes the root), and its write counted as a
-    request with its latency (store metrics)."""
+    other writer in the process tears it; a batch's locks in one registry update, as asyncarr
+    takes them), its fill check (a chunk of fill is not stored), its key checked before it
+    becomes a path (none escapes the root), and its write counted as a request with its latency
+    (store metrics)."""
     location = f"file://{root}"
     recorder = MetricsRecorder()
     to_encode = collections.deque(chunks[start : start + 32] for start in range(0, len(chunks), 32))
@@ -147,8 +148,8 @@ def _write_encoder_and_writer(
         if not duties:
             return [(key, codec.encode(chunk), None) for key, chunk in batch]
         encoded = []
-        for key, chunk in batch:
-            lock = try_chunk_lock(location, key)
+        locks = try_chunk_locks(location, [key for key, _ in batch])
+        for (key, chunk), lock in zip(batch, locks, strict=True):
             chunk = np.ascontiguousarray(chunk)
             if chunk.flat[0] == 0 and not chunk.any():
                 raise AssertionError("W2's data has no chunk of fill")
@@ -166,8 +167,7 @@ def _write_encoder_and_writer(
         for key, _, _ in batch:
             validate_key(key)
         _write_encoded(root, ((key, encoded) for key, encoded, _ in batch), recorder)
-        for _, _, lock in batch:
-            lock.release()
+        release_chunk_locks([lock for _, _, lock in batch])
         return True
 
     def run(prefer_writing: bool) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import asyncarr.sync as za
 from asyncarr import config, locks
-from asyncarr.errors import StoreError
+from asyncarr.errors import CodecError, StoreError
 from asyncarr.stores import LocalStore
 
 
@@ -94,3 +94,39 @@ def test_a_failing_file_write_is_raised_with_its_key_and_leaves_no_lock_or_tempo
     # What was written is whole chunks of the new values; the failed chunk and any not reached are fill.
     assert np.all((written == 0) | (written == np.arange(512 * 512, dtype="f4").reshape(512, 512)))
     assert np.all(written[320:336, 80:96] == 0)
+
+
+def test_a_chunk_failing_to_encode_mid_batch_releases_every_lock_of_its_batch(tmp_path: Path) -> None:
+    # Locks are taken a batch at a time (`locks.try_chunk_locks`): a failure on the batch's 9th
+    # chunk must release the 8 encoded before it and the 23 not yet reached, not only its own.
+    path = str(tmp_path / "a.zarr")
+    z = za.open_array(path, mode="w", shape=(256, 256), chunks=(16, 16), dtype="u2", zarr_format=2)
+    pipeline = z.async_array._pipeline
+    assert pipeline.plain_encoder is not None
+    encode, calls = pipeline.plain_encoder, []
+
+    def fail_at_the_41st(chunk: np.ndarray) -> Any:
+        calls.append(None)
+        if len(calls) == 41:  # the second batch of 32, chunk 9
+            raise ValueError("the compressor refused")
+        return encode(chunk)
+
+    pipeline.__dict__["plain_encoder"] = fail_at_the_41st
+    with pytest.raises(CodecError, match=r"a\.zarr/\d+\.\d+: cannot encode: the compressor refused"):
+        z[...] = np.arange(256 * 256, dtype="u2").reshape(256, 256)
+    assert locks._process_locks == {}
+    pipeline.__dict__["plain_encoder"] = encode
+    z[...] = 5  # every chunk free to write again
+    np.testing.assert_array_equal(z[...], np.full((256, 256), 5, dtype="u2"))
+
+
+def test_locks_taken_a_batch_at_a_time_skip_held_chunks_and_leave_no_entry_behind() -> None:
+    held = locks.try_chunk_lock("somewhere", "1.0")
+    taken = locks.try_chunk_locks("somewhere", ["0.0", "1.0", "2.0"])
+    assert [lock is None for lock in taken] == [False, True, False]  # the held chunk is refused, the rest taken
+    assert locks.try_chunk_locks("somewhere", ["0.0", "2.0"]) == [None, None]  # now held by this batch
+    locks.release_chunk_locks([lock for lock in taken if lock is not None])
+    assert set(locks._process_locks) == {("somewhere", "1.0")}
+    assert held is not None
+    held.release()
+    assert locks._process_locks == {}
