@@ -16,9 +16,10 @@ times the writes alone on W1's data (8192 x 8192 float32, chunks 512 x 512, Blos
   atomic write every client here does), on one thread, on two (each thread half of the
   chunks: the encoder and the file system calls release the GIL), and on two with one thread
   preferring to encode and the other to write (asyncarr's way for small chunks, since round 7),
-  that last also with a library's duties per chunk (its lock, fill check, key check and request
-  count, with asyncarr's own pieces); and the encoding alone, on two threads, with no file
-  written.
+  and with a library's duties per chunk (`write_floors.write_with_duties`: its values copied out
+  of the caller's array, its lock, fill check, key check and request count, with asyncarr's own
+  pieces; the full run times the same floor); and the encoding alone, on two threads, with no
+  file written.
 
 Where a floor's ratio to tensorstore is above a target, no Python client built that way meets it.
 """
@@ -26,7 +27,6 @@ Where a floor's ratio to tensorstore is above a target, no Python client built t
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import os
 import queue
@@ -35,39 +35,23 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable
 
 import numcodecs
 import numpy as np
 from numcodecs import blosc
 
 from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
-from asyncarr.locks import release_chunk_locks, try_chunk_locks
-from asyncarr.stores.base import validate_key
-from asyncarr.stores.metrics import MetricsRecorder
 
 from .engines import ENGINES, ArraySpec
 from .workloads import field
+from .write_floors import chunk_items, write_encoded, write_encoder_and_writer, write_with_duties
 
 __all__ = ["main"]
 
 SPEC = ArraySpec((2048, 2048), (32, 32), "uint16", 2, cname="zstd", clevel=1)
 SPECS = {"W1": ArraySpec((8192, 8192), (512, 512), "float32", 2), "W2": SPEC}
 ANCHORS = ("tensorstore-nosync", "zarr-python-zarrs")
-
-
-def _chunks(data: np.ndarray, spec: ArraySpec, copied: bool = True) -> list[tuple[str, np.ndarray]]:
-    """Each chunk's key and values: a contiguous copy, or with ``copied`` False a view of ``data``."""
-    rows, columns = (s // c for s, c in zip(spec.shape, spec.chunks, strict=True))
-    step, zarr_format = spec.chunks[0], spec.zarr_format
-    key = "{}.{}" if zarr_format == 2 else "c/{}/{}"
-    take = np.ascontiguousarray if copied else np.asarray
-    return [
-        (key.format(i, j), take(data[i * step : (i + 1) * step, j * step : (j + 1) * step]))
-        for i in range(rows)
-        for j in range(columns)
-    ]
 
 
 def _read_file(path: str) -> bytes:
@@ -114,7 +98,7 @@ def _read_pipelined(root: str, keys: list[str], out: np.ndarray) -> None:
 
 
 def _write(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
-    _write_encoded(root, ((key, codec.encode(chunk)) for key, chunk in chunks))
+    write_encoded(root, ((key, codec.encode(chunk)) for key, chunk in chunks))
 
 
 def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
@@ -123,91 +107,6 @@ def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: n
     helper.start()
     _write(root, chunks[::2], codec)
     helper.join()
-
-
-def _write_encoder_and_writer(
-    root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc, duties: bool = False
-) -> None:
-    """Two threads, one encoding batches of 32 chunks and one writing their files, each doing the
-    other's work rather than wait (the encoder writes too once 8 batches wait): the GIL changes
-    hands about once a chunk instead of at every file call. asyncarr's small-chunk writes do this.
-
-    With ``duties``, each chunk also gets what a library owes it and a bare loop skips, done with
-    asyncarr's own pieces: its values copied out of the caller's array (``chunks`` are then views
-    of it), its in-process lock taken before encoding and released once its file is written (no
-    other writer in the process tears it; a batch's locks in one registry update, as asyncarr
-    takes them), its fill check (a chunk of fill is not stored), its key checked before it
-    becomes a path (none escapes the root), and its write counted as a request with its latency
-    (store metrics)."""
-    location = f"file://{root}"
-    recorder = MetricsRecorder()
-    to_encode = collections.deque(chunks[start : start + 32] for start in range(0, len(chunks), 32))
-    to_write: collections.deque[list[tuple[str, bytes, Any]]] = collections.deque()
-
-    def encode(batch: list[tuple[str, np.ndarray]]) -> list[tuple[str, bytes, Any]]:
-        if not duties:
-            return [(key, codec.encode(chunk), None) for key, chunk in batch]
-        encoded = []
-        locks = try_chunk_locks(location, [key for key, _ in batch])
-        for (key, chunk), lock in zip(batch, locks, strict=True):
-            chunk = np.ascontiguousarray(chunk)
-            if chunk.flat[0] == 0 and not chunk.any():
-                raise AssertionError("W2's data has no chunk of fill")
-            encoded.append((key, codec.encode(chunk), lock))
-        return encoded
-
-    def write_next() -> bool:
-        try:
-            batch = to_write.popleft()
-        except IndexError:
-            return False
-        if not duties:
-            _write_encoded(root, ((key, encoded) for key, encoded, _ in batch))
-            return True
-        for key, _, _ in batch:
-            validate_key(key)
-        _write_encoded(root, ((key, encoded) for key, encoded, _ in batch), recorder)
-        release_chunk_locks([lock for _, _, lock in batch])
-        return True
-
-    def run(prefer_writing: bool) -> None:
-        while True:
-            if to_write and (prefer_writing or len(to_write) >= 8) and write_next():
-                continue
-            try:
-                batch = to_encode.popleft()
-            except IndexError:
-                if write_next():
-                    continue
-                return
-            to_write.append(encode(batch))
-
-    os.makedirs(root, exist_ok=True)
-    helper = threading.Thread(target=run, args=(False,))
-    helper.start()
-    run(True)
-    helper.join()
-
-
-def _write_encoded(root: str, items: Iterable[tuple[str, bytes]], recorder: MetricsRecorder | None = None) -> None:
-    """Each encoded chunk to a temporary file renamed over its key, its directory made when
-    missing; each file counted as a request by ``recorder`` if one is given."""
-    for key, encoded in items:
-        started = time.perf_counter() if recorder else 0.0
-        directory, _, name = f"{root}/{key}".rpartition("/")
-        temporary = f"{directory}/.tmp-{name}"
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # no file object: cheaper
-        except FileNotFoundError:
-            os.makedirs(directory, exist_ok=True)
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            os.write(fd, encoded)
-        finally:
-            os.close(fd)
-        os.replace(temporary, f"{directory}/{name}")
-        if recorder:
-            recorder.record("set", time.perf_counter() - started, written=len(encoded))
 
 
 def _encode_two_threads(chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
@@ -244,7 +143,7 @@ def main() -> None:
     spec = dataclasses.replace(SPECS[arguments.workload], zarr_format=arguments.zarr_format)
     reads = arguments.workload == "W2"  # the read floors read each file in one 64 KiB read
     data = field(spec.shape, spec.dtype)
-    chunks, views = _chunks(data, spec), _chunks(data, spec, copied=False)
+    chunks = chunk_items(data, spec)
     keys = [key for key, _ in chunks]
     codec = spec.numcodecs_blosc()
     engines = {name: ENGINES[name] for name in ("asyncarr-sync", *ANCHORS)}
@@ -265,11 +164,11 @@ def main() -> None:
             timed("write: Python floor, two threads", lambda: _write_two_threads(places["floor2"], chunks, codec))  # noqa: B023
             timed(
                 "write: Python floor, encoder and writer threads",
-                lambda: _write_encoder_and_writer(places["floor-pipe"], chunks, codec),  # noqa: B023
+                lambda: write_encoder_and_writer(places["floor-pipe"], chunks, codec),  # noqa: B023
             )
             timed(
-                "write: Python floor, encoder and writer threads, with a library's duties",
-                lambda: _write_encoder_and_writer(places["floor-duties"], views, codec, duties=True),  # noqa: B023
+                "write: Python floor with a library's duties (as the full run's)",
+                lambda: write_with_duties(places["floor-duties"], data, spec),  # noqa: B023
             )
             timed("write: encoding alone, two threads", lambda: _encode_two_threads(chunks, codec))
             for name, engine in engines.items():

@@ -1,9 +1,10 @@
 """The fourth round's targets table: asyncarr's time per task and its ratio to each anchor.
 
 Anchors: tensorstore, tensorstore without fsync, zarr-python with the zarrs pipeline, and on
-S3 the bare-request floor. Every ratio is the median over repeats of asyncarr's time over the
-anchor's in the same round of the interleaved run (below 1: asyncarr faster), for the async
-API and the blocking facade; a target counts as met when either API meets it.
+S3 the bare-request floor; local writes have a floor too, Python with a library's duties.
+Every ratio is the median over repeats of asyncarr's time over the anchor's in the same round
+of the interleaved run (below 1: asyncarr faster), for the async API and the blocking facade;
+a target counts as met when either API meets it.
 """
 
 from __future__ import annotations
@@ -11,19 +12,22 @@ from __future__ import annotations
 from .bare_s3 import FLOOR, FLOOR_REPLACE
 from .measure import Measurement
 from .workloads import ASYNCARR, median_ratio
+from .write_floors import FLOOR_DUTIES
 
 __all__ = ["ANCHORS", "TARGETS", "by_task", "rss_notes", "targets"]
 
 ASYNCARR_ENGINES = [ASYNCARR, "asyncarr-sync"]
-ANCHORS = ["tensorstore", "tensorstore-nosync", "zarr-python-zarrs", FLOOR, FLOOR_REPLACE]
+ANCHORS = ["tensorstore", "tensorstore-nosync", "zarr-python-zarrs", FLOOR, FLOOR_REPLACE, FLOOR_DUTIES]
 """The engines the targets are stated against, in the table's column order (the replace floor
-is the one a write with mode "w" is judged by; the bare floor stays beside it: see `bare_s3`)."""
+is the one a write with mode "w" is judged by; the bare floor stays beside it: see `bare_s3`),
+then the local write floor, which no target names: it says whether a missed target could be met."""
 _SHORT = {
     "tensorstore": "ts",
     "tensorstore-nosync": "ts-nosync",
     "zarr-python-zarrs": "zarrs",
     FLOOR: "floor",
     FLOOR_REPLACE: "replace floor",
+    FLOOR_DUTIES: "duties floor",
 }
 
 _LOCAL_TASKS = [
@@ -37,8 +41,16 @@ _LOCAL_TASKS = [
     ("W6 sharded local", "read"),
 ]
 TARGETS: list[tuple[str, str, str, float]] = [
-    # Every local task <= 1.0 against both tensorstore-nosync and zarr-python-zarrs.
-    *[(prefix, suffix, anchor, 1.0) for prefix, suffix in _LOCAL_TASKS for anchor in ANCHORS[1:3]],
+    # Every local task <= 1.0 against both tensorstore-nosync and zarr-python-zarrs, but W2's read,
+    # whose own target is 1.5 against tensorstore: for reads the two tensorstores are one engine
+    # (without fsync changes only how writes end), so 1.0 against the one would void 1.5 against
+    # the other. Its ratio to tensorstore-nosync stays in the table.
+    *[
+        (prefix, suffix, anchor, 1.0)
+        for prefix, suffix in _LOCAL_TASKS
+        for anchor in ANCHORS[1:3]
+        if (prefix, suffix, anchor) != ("W2", "read", "tensorstore-nosync")
+    ],
     ("W2", "read", "tensorstore", 1.5),
     ("W4 local", "row", "tensorstore", 1.0),
     ("W4 local", "window", "tensorstore", 1.0),
@@ -84,8 +96,9 @@ def _pair(values: list[float | None], digits: int = 2) -> str:
 def targets(results: list[Measurement]) -> str:
     """The targets table: per task asyncarr's seconds and its ratios to every anchor, then the verdict.
 
-    A missed target is "unreachable" where even the bare-request floor's ratio to that anchor is
-    above the limit (no client could meet it against that server).
+    A missed target is "unreachable" where even the task's floor is above the limit against that
+    anchor: on S3 the bare requests (no client could meet it against that server), for local
+    writes Python with a library's duties (no Python client with asyncarr's guarantees could).
     """
     lines = [
         "| task | asyncarr s (async / sync) | "
@@ -107,10 +120,13 @@ def targets(results: list[Measurement]) -> str:
             best = min(r for r in _ratios(by_engine, anchor) if r is not None)
             if best <= limit:
                 continue
-            floor = median_ratio(by_engine[FLOOR], by_engine[anchor]) if FLOOR in by_engine else None
-            is_floor = anchor in (FLOOR, FLOOR_REPLACE)
-            kind = "unreachable" if floor is not None and not is_floor and floor > limit else "missed"
-            verdicts.append(f"{kind}: {_SHORT[anchor]} {best:.2f}")
+            floor_name = next((name for name in (FLOOR, FLOOR_DUTIES) if name in by_engine), None)
+            floor = median_ratio(by_engine[floor_name], by_engine[anchor]) if floor_name else None
+            is_floor = anchor in (FLOOR, FLOOR_REPLACE, FLOOR_DUTIES)
+            if floor is not None and not is_floor and floor > limit:
+                verdicts.append(f"unreachable: {_SHORT[anchor]} {best:.2f} ({_SHORT[floor_name]} {floor:.2f})")
+            else:
+                verdicts.append(f"missed: {_SHORT[anchor]} {best:.2f}")
         verdict = "; ".join(verdicts) if verdicts else "met" if wanted else ""
         lines.append(f"| {task} | {seconds} | {' | '.join(cells)} | {'; '.join(wanted)} | {verdict} |")
     return "\n".join(lines)

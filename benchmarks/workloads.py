@@ -17,6 +17,7 @@ import numpy as np
 from .bare_s3 import FLOOR, FLOOR_REPLACE, BareS3, chunk_keys, encoded_chunks
 from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement, interleaved
+from .write_floors import FLOOR_DUTIES, write_with_duties
 
 __all__ = ["field", "floors", "full_write_and_read", "many_small_reads", "partial_reads"]
 
@@ -57,10 +58,12 @@ def full_write_and_read(
     """Each engine writes the whole array to its own place; then every engine reads one copy.
 
     On S3, the bare-request floor (`BareS3`) runs interleaved with the engines: the same PUTs
-    and GETs with nothing else around them.
+    and GETs with nothing else around them. Locally, the write floor with a library's duties
+    (`write_floors.write_with_duties`) does.
     """
     data = field(spec.shape, spec.dtype)
-    places = {name: f"{label}-{name}" if s3 else str(root / f"{label}-{name}") for name in engines}
+    names = engines if s3 else [*engines, FLOOR_DUTIES]
+    places = {name: f"{label}-{name}" if s3 else str(root / f"{label}-{name}") for name in names}
 
     def clear(name: str) -> None:
         if not s3:
@@ -77,6 +80,8 @@ def full_write_and_read(
         write_runners[FLOOR] = lambda: writer.put_all(bodies)
         write_runners[FLOOR_REPLACE] = lambda: replacer.replace_all(bodies)
         read_floor[FLOOR] = lambda: reader.get_all(list(bodies))
+    if not s3:
+        write_runners[FLOOR_DUTIES] = lambda: write_with_duties(places[FLOOR_DUTIES], data, spec)
     writes = interleaved(
         f"{label} write",
         write_runners,
