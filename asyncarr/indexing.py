@@ -64,9 +64,10 @@ _INVALID_INDEX_MESSAGE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkProjection:
-    """How one chunk contributes to a selection: what to take from it and where it goes."""
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__,
+class ChunkProjection:  # 1.4 ms for W2's 4096 chunks against 0.4 (each read or write makes them anew)
+    """How one chunk contributes to a selection: what to take from it and where it goes (never
+    changed once made)."""
 
     chunk_coords: tuple[int, ...]
     # Applied to the full chunk array (shape == chunks, even for a chunk on the array's edge).
