@@ -572,6 +572,37 @@ class AsyncArray(StoredChunks, PickledByConfiguration):
         fields, selection = self._fields_of(selection, fields)
         await self._set_selection(indexer_for(selection, self.shape, self._grid), value, fields)
 
+    def write_blocking(self, selection: Any, value: Any) -> Any:
+        """`setitem` in the calling thread, with no event loop: the sync facade's path for writes of
+        whole small chunks to local files (`ChunkIO.write_blocking`).
+
+        Returns ``NotImplemented`` when the write needs the event loop (any other store, selection
+        or value, or fields): await `setitem` instead. Otherwise the write is done, but for chunks
+        another writer of this process held: then it returns a coroutine writing those, taking
+        turns with that writer, to await on the event loop; else None.
+        """
+        if not self._store.supports_sync_io or self.dtype.names is not None:
+            return NotImplemented
+        if isinstance(getattr(value, "async_array", value), AsyncArray):
+            return NotImplemented
+        indexer = indexer_for(selection, self.shape, self._grid)
+        if not isinstance(indexer, BasicIndexer):
+            return NotImplemented
+        self._check_writable()
+        chunk_io = self._chunk_io()
+        projections = list(indexer)
+        if not projections or not chunk_io.writes_blocking(projections):
+            return NotImplemented
+        array_value = indexer.value_buffer(_broadcast_value(value, tuple(indexer.shape), self.dtype))
+        deferred = chunk_io.write_blocking(projections, array_value)
+        if not deferred:
+            return None
+
+        async def piece_of(projection: ChunkProjection) -> Any:
+            return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
+
+        return chunk_io.write(deferred, array_value, piece_of)
+
     async def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` into an orthogonal selection (each axis indexed on its own)."""
         fields, selection = self._fields_of(selection, fields)

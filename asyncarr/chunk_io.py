@@ -41,7 +41,7 @@ from .errors import CodecError
 from .indexing import ChunkProjection
 from .locks import ProcessSynchronizer, chunk_lock, try_chunk_lock
 from .shards import open_shard_sync, partial_read_codec, read_shard_region, read_shard_region_blocking
-from .small_writes import EncodeThenWrite
+from .small_writes import BATCH_CHUNKS, EncodeThenWrite
 from .stores.base import Store
 
 __all__ = ["ChunkIO"]
@@ -440,14 +440,52 @@ class ChunkIO:
         self, projections: list[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
     ) -> None:
         """Small chunks to local files on two codec threads, one encoding and one writing (`small_writes`)."""
+        write = self._small_chunk_write(projections, value, deferred)
+        await self._run_on_codec_threads([write.encoding_first, write.writing_first])
+        write.finish()
+
+    def _small_chunk_write(
+        self, projections: list[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
+    ) -> EncodeThenWrite:
         write_empty, as_buffer = self.write_empty(), self._writes_buffers
 
         def encode_chunk(projection: ChunkProjection, key: str) -> Any:
             return self._encoded_chunk(projection, key, value, write_empty, as_buffer)
 
-        write = EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred)
-        await self._run_on_codec_threads([write.encoding_first, write.writing_first])
+        return EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred)
+
+    def writes_blocking(self, projections: Sequence[ChunkProjection]) -> bool:
+        """Whether `write_blocking` can write ``projections``: whole chunks, each small, to a store
+        whose small-chunk writes take two threads (local files), not flushed to disk one by one,
+        with no lock across processes and no decoded-chunk cache to keep in step."""
+        return (
+            self.store.supports_sync_io
+            and self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES
+            and self._worker_count(writing=True) > 1
+            and getattr(self.store, "fsync", False) is not True
+            and not isinstance(self.synchronizer, ProcessSynchronizer)
+            and active_cache() is None
+            and all(projection.is_complete_chunk for projection in projections)
+        )
+
+    def write_blocking(self, projections: list[ChunkProjection], value: np.ndarray) -> list[ChunkProjection]:
+        """Write whole chunks from ``value`` in the calling thread, one codec thread encoding beside it
+        (`small_writes`), with no event loop; only for projections `writes_blocking` accepts.
+        Returns the chunks another writer held: write those with `write`, which waits its turn.
+
+        The facade's way for whole small chunks: the caller is the writing thread, so there is no
+        hand-off to the event loop and back. Reads sharing a decode on an event loop (`_read_fast`)
+        are not told to forget it, as with a write from another event loop's thread.
+        """
+        deferred: list[ChunkProjection] = []
+        write = self._small_chunk_write(projections, value, deferred)
+        helper = codec_executor().submit(write.encoding_first) if len(projections) > BATCH_CHUNKS else None
+        with blosc_in_this_thread_alone():
+            write.writing_first()
+        if helper is not None:
+            concurrent.futures.wait([helper])  # threads cannot be cancelled: its batches end first
         write.finish()
+        return deferred
 
     def _encoded_chunk(
         self, projection: ChunkProjection, key: str, value: np.ndarray, write_empty: bool, as_buffer: bool

@@ -21,7 +21,7 @@ from . import api
 from .array import ArrayConfig, AsyncArray, with_fields
 from .group import AsyncGroup
 from .indexing import block_result
-from .sync_loop import _opened_stores, _read, _run
+from .sync_loop import _opened_stores, _read, _run, _write
 
 __all__ = ["Array", "Attributes", "BlockIndex", "Group", "OIndex", "VIndex", "facade_of"]
 
@@ -208,7 +208,7 @@ class Array:
         return _read(self.async_array, "getitem", selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        _run(self.async_array.setitem(selection, value))
+        _write(self.async_array, selection, value)
 
     @property
     def oindex(self) -> OIndex:

@@ -94,6 +94,18 @@ def _read(array: AsyncArray, kind: str, selection: Any) -> Any:
     return _run(_READ_COROUTINES[kind](array, selection))
 
 
+def _write(array: AsyncArray, selection: Any, value: Any) -> None:
+    """One ``z[selection] = value``: in this thread for whole small chunks of local files, on the
+    loop thread otherwise (and for any chunk another writer held meanwhile)."""
+    if not _loop_thread.is_current_thread():
+        rest = array.write_blocking(selection, value)  # NotImplemented when the loop must write
+        if rest is not NotImplemented:
+            if rest is not None:
+                _run(rest)
+            return
+    _run(array.setitem(selection, value))
+
+
 def _close_opened_stores() -> None:
     # Finalises zip files and closes cloud sessions that scripts never closed themselves.
     for store in list(_opened_stores):

@@ -1,0 +1,185 @@
+"""The sync facade writes whole small chunks of local files in the calling thread, with no event-loop
+hop (`AsyncArray.write_blocking`); every other write goes through the loop, as before."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_blocking_reads import _loop_thread_blocked
+
+import asyncarr
+import asyncarr.sync as za
+from asyncarr import config, locks
+from asyncarr.errors import ReadOnlyError
+from asyncarr.stores import LocalStore, MemoryStore
+
+SHAPE, CHUNKS = (256, 192), (16, 16)  # 192 chunks of 512 bytes: six batches of 32
+
+
+@pytest.fixture(autouse=True)
+def two_codec_threads():
+    with config.set(codec_threads=2):  # small chunks to local files take the two-thread path with two
+        yield
+
+
+def _data(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(1, 1000, SHAPE, dtype="u2")
+
+
+def _chunk_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in root.rglob("*")
+        if path.is_file() and path.name not in ("zarr.json", ".zarray", ".zattrs")
+    }
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_whole_chunk_writes_finish_while_the_loop_is_busy_and_store_the_loops_bytes(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    data = _data()
+    options: dict[str, Any] = {"shape": SHAPE, "chunks": CHUNKS, "dtype": "u2", "zarr_format": zarr_format}
+    facade = za.open_array(str(tmp_path / "facade.zarr"), mode="w", **options)
+    with _loop_thread_blocked():  # a write through the loop would wait for it, and fail the check
+        facade[...] = data
+        facade[32:64, :] = data[:32]  # rows of whole chunks
+        facade[:, 176:] = 0  # the last column of chunks back to fill: deleted, not written
+
+    async def through_the_loop() -> None:
+        z = await asyncarr.open_array(str(tmp_path / "loop.zarr"), mode="w", **options)
+        await z.setitem(Ellipsis, data)
+        await z.setitem((slice(32, 64), slice(None)), data[:32])
+        await z.setitem((slice(None), slice(176, None)), 0)
+
+    asyncio.run(through_the_loop())
+    expected = data.copy()
+    expected[32:64, :] = data[:32]
+    expected[:, 176:] = 0
+    np.testing.assert_array_equal(facade[...], expected)
+    assert _chunk_files(tmp_path / "facade.zarr") == _chunk_files(tmp_path / "loop.zarr")  # byte for byte
+    assert locks._process_locks == {}
+
+
+def _refusals(tmp_path: Path) -> dict[str, tuple[za.Array, Any, Any]]:
+    """Writes the blocking path hands to the event loop: (array, selection, value) each."""
+    local = str(tmp_path / "plain.zarr")
+    plain = za.open_array(local, mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
+    records = za.open_array(
+        str(tmp_path / "records.zarr"), mode="w", shape=SHAPE, chunks=CHUNKS, dtype=[("x", "u2"), ("y", "f4")]
+    )
+    durable = za.open_array(
+        LocalStore(str(tmp_path / "durable.zarr"), fsync=True), mode="w", shape=SHAPE, chunks=CHUNKS
+    )
+    locked = za.open_array(
+        str(tmp_path / "locked.zarr"),
+        mode="w",
+        shape=SHAPE,
+        chunks=CHUNKS,
+        dtype="u2",
+        synchronizer=za.ProcessSynchronizer(str(tmp_path / "sync")),
+    )
+    large = za.open_array(str(tmp_path / "large.zarr"), mode="w", shape=(512, 512), chunks=(256, 256), dtype="u2")
+    memory = za.open_array(MemoryStore(), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
+    return {
+        "parts of chunks": (plain, (slice(3, 40), slice(None)), 7),
+        "an orthogonal selection": (plain, ([0, 5], slice(None)), 7),
+        "another array as the value": (plain, Ellipsis, memory),
+        "fields": (records, Ellipsis, 7),
+        "files flushed to disk": (durable, Ellipsis, 7),
+        "a lock across processes": (locked, Ellipsis, 7),
+        "chunks of 128 KiB": (large, Ellipsis, 7),
+        "a store without two writing threads": (memory, Ellipsis, 7),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "parts of chunks",
+        "an orthogonal selection",
+        "another array as the value",
+        "fields",
+        "files flushed to disk",
+        "a lock across processes",
+        "chunks of 128 KiB",
+        "a store without two writing threads",
+    ],
+)
+def test_other_writes_are_left_to_the_event_loop_and_still_match_numpy(tmp_path: Path, case: str) -> None:
+    z, selection, value = _refusals(tmp_path)[case]
+    assert z.async_array.write_blocking(selection, value) is NotImplemented
+    expected = np.array(z[...])
+    expected[selection] = np.asarray(value[...] if isinstance(value, za.Array) else value).astype(z.dtype)
+    if case == "an orthogonal selection":
+        z.oindex[selection] = value
+    else:
+        z[selection] = value
+    np.testing.assert_array_equal(z[...], expected)
+
+
+def test_with_the_chunk_cache_on_a_write_goes_through_the_loop_and_reads_see_it(tmp_path: Path) -> None:
+    z = za.open_array(str(tmp_path / "a.zarr"), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
+    z[...] = 1
+    with config.set(chunk_cache_bytes=1 << 20):
+        assert z[0, 0] == 1  # the chunk is now cached
+        assert z.async_array.write_blocking(Ellipsis, 2) is NotImplemented
+        z[...] = 2
+        np.testing.assert_array_equal(z[...], np.full(SHAPE, 2, dtype="u2"))
+
+
+def test_a_read_only_array_refuses_the_write_and_nothing_changes(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    za.open_array(path, mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")[...] = 3
+    read_only = za.open_array(path, mode="r")
+    with pytest.raises(ReadOnlyError, match="read-only"):
+        read_only[...] = 4
+    np.testing.assert_array_equal(read_only[...], np.full(SHAPE, 3, dtype="u2"))
+
+
+def test_a_value_of_the_wrong_shape_is_refused_before_any_chunk_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "a.zarr"
+    z = za.open_array(str(path), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
+    with pytest.raises(ValueError, match="could not broadcast"):
+        z[...] = np.ones((3, 3), dtype="u2")
+    assert _chunk_files(path) == {}
+
+
+def test_threads_writing_rows_of_whole_chunks_at_once_match_numpy(tmp_path: Path) -> None:
+    z = za.open_array(str(tmp_path / "a.zarr"), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
+    data = _data(4)
+
+    def write_rows(first: int) -> None:
+        for start in range(first, SHAPE[0], 64):  # each thread its own rows of chunks, 16 rows at a time
+            z[start : start + 16, :] = data[start : start + 16]
+
+    threads = [threading.Thread(target=write_rows, args=(first,)) for first in range(0, 64, 16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(z[...], data)
+    assert locks._process_locks == {}
+
+
+def test_chunks_another_writer_holds_are_written_on_the_loop_once_it_lets_go(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    z = za.open_array(path, mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2", zarr_format=2)
+    held = locks.try_chunk_lock(z.store.location, "5.7")
+    assert held is not None
+    writer = threading.Thread(target=z.__setitem__, args=(Ellipsis, 9))
+    writer.start()
+    writer.join(timeout=0.5)
+    assert writer.is_alive()  # every other chunk is written in the thread; 5.7 waits its turn on the loop
+    assert os.path.exists(os.path.join(path, "0.0")) and not os.path.exists(os.path.join(path, "5.7"))
+    held.release()
+    writer.join(timeout=30)
+    assert not writer.is_alive()
+    np.testing.assert_array_equal(z[...], np.full(SHAPE, 9, dtype="u2"))
+    assert locks._process_locks == {}
