@@ -59,10 +59,11 @@ def full_write_and_read(
 
     On S3, the bare-request floor (`BareS3`) runs interleaved with the engines: the same PUTs
     and GETs with nothing else around them. Locally, the write floor with a library's duties
-    (`write_floors.write_with_duties`) does.
+    (`write_floors.write_with_duties`) does, for arrays without shards.
     """
     data = field(spec.shape, spec.dtype)
-    names = engines if s3 else [*engines, FLOOR_DUTIES]
+    duties_floor = not s3 and not spec.shards  # the floor writes a file per chunk: not a sharded array's work
+    names = [*engines, FLOOR_DUTIES] if duties_floor else engines
     places = {name: f"{label}-{name}" if s3 else str(root / f"{label}-{name}") for name in names}
 
     def clear(name: str) -> None:
@@ -80,7 +81,7 @@ def full_write_and_read(
         write_runners[FLOOR] = lambda: writer.put_all(bodies)
         write_runners[FLOOR_REPLACE] = lambda: replacer.replace_all(bodies)
         read_floor[FLOOR] = lambda: reader.get_all(list(bodies))
-    if not s3:
+    if duties_floor:
         write_runners[FLOOR_DUTIES] = lambda: write_with_duties(places[FLOOR_DUTIES], data, spec)
     writes = interleaved(
         f"{label} write",
