@@ -13,6 +13,10 @@ doing the least that asks, in the order safety needs (nothing new is written bef
 array is gone): list the prefix, delete what is listed (DeleteObjects), PUT the metadata, then
 the chunks. It is the floor of a write that replaces an array, where ``FLOOR`` is that of one
 that overwrites chunks already there.
+
+A read of a sharded array asks each shard it touches for its index (a suffix range), then for
+the inner chunks it needs, as byte ranges merged across gaps of up to 64 KiB
+(`BareS3.get_sharded`): the requests every sharded reader here makes, bare.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import base64
 import hashlib
 import itertools
+import math
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -38,6 +43,9 @@ FLOOR_REPLACE = "floor: replace (list, delete, metadata, chunks)"
 """The engine name of the replacing write's floor."""
 METADATA = b'{"zarr_format": 3, "node_type": "array"}' + b" " * 600
 """A metadata body of about the size of a W3 array's zarr.json."""
+MERGE_GAP = 65536
+"""Byte ranges of one shard closer than this are asked for in one request."""
+_EMPTY = 2**64 - 1  # an inner chunk's offset and size in a shard index when it is not stored
 _LISTED_KEY = re.compile(rb"<Key>([^<]*)</Key>")
 _NEXT_TOKEN = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
 
@@ -149,6 +157,44 @@ class BareS3:
     def get_all(self, keys: list[str]) -> list[bytes]:
         """GET every key, all at once; the bodies in key order."""
         return service_loop.run(self._each(("GET", key, None) for key in keys))
+
+    def get_sharded(self, spec: ArraySpec, selection: Any) -> int:
+        """Read what a basic selection of a sharded array needs: each touched shard's index, then
+        its touched inner chunks as merged byte ranges, all at once; the bytes received."""
+        return service_loop.run(self._sharded(spec, selection))
+
+    async def _sharded(self, spec: ArraySpec, selection: Any) -> int:
+        session = await self._open()
+        shards = spec.shards or spec.shape
+        per_shard = tuple(shard // inner for shard, inner in zip(shards, spec.chunks, strict=True))
+        wanted: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for index in _chunk_indices(spec, selection):  # inner chunk indices, grouped by shard
+            shard = tuple(i // n for i, n in zip(index, per_shard, strict=True))
+            wanted.setdefault(shard, []).append(tuple(i % n for i, n in zip(index, per_shard, strict=True)))
+        index_nbytes = math.prod(per_shard) * 16 + 4  # (offset, size) uint64 pairs, then a CRC-32C
+
+        async def ranged(url: str, header: str) -> bytes:
+            async with session.get(url, headers={"Range": header}) as response:
+                body = await response.read()
+                if response.status != 206:
+                    raise RuntimeError(f"bare ranged GET of {url} answered {response.status}: figure void")
+                return body
+
+        async def read_shard(shard: tuple[int, ...], inner: list[tuple[int, ...]]) -> int:
+            url = self._base + _key(shard)
+            table = np.frombuffer((await ranged(url, f"bytes=-{index_nbytes}"))[:-4], dtype="<u8")
+            table = table.reshape(*per_shard, 2)
+            extents = sorted((int(table[i][0]), int(table[i][1])) for i in inner if int(table[i][0]) != _EMPTY)
+            runs: list[list[int]] = []
+            for offset, nbytes in extents:
+                if runs and offset - (runs[-1][0] + runs[-1][1]) <= MERGE_GAP:
+                    runs[-1][1] = offset + nbytes - runs[-1][0]
+                else:
+                    runs.append([offset, nbytes])
+            bodies = await asyncio.gather(*(ranged(url, f"bytes={o}-{o + n - 1}") for o, n in runs))
+            return index_nbytes + sum(map(len, bodies))
+
+        return sum(await asyncio.gather(*(read_shard(shard, inner) for shard, inner in wanted.items())))
 
     def close(self) -> None:
         """Close the connections."""

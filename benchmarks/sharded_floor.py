@@ -14,8 +14,9 @@ every engine here does on this 2-core machine:
   output; and, beside it, the same with the shard read whole first.
 
 ``--s3`` times W6's S3 window instead (rows and columns 1000-2000, through the benchmark's 20 ms
-proxy to moto): the floor is the same requests every engine makes, bare (aiohttp, no decoding): the
-index as a suffix range, then the needed inner chunks as ranges merged within 64 KiB, all at once.
+proxy to moto): the floor is the same requests every engine makes, bare (`BareS3.get_sharded`:
+aiohttp, no decoding): the index as a suffix range, then the needed inner chunks as ranges merged
+within 64 KiB, all at once. The full run times the same floor beside W6's S3 window.
 
 asyncarr's facade, tensorstore (without fsync) and zarr-python with zarrs run beside it,
 interleaved, on the same data; the floor's shards are checked byte-identical to asyncarr's
@@ -26,7 +27,6 @@ target, no Python client on numcodecs meets it on this machine.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import concurrent.futures
 import os
 import shutil
@@ -42,7 +42,7 @@ import numcodecs
 import numpy as np
 from numcodecs import blosc
 
-from .engines import ENGINES, ArraySpec, S3Location, service_loop
+from .engines import ENGINES, ArraySpec, S3Location
 from .workloads import field
 
 __all__ = ["main"]
@@ -162,32 +162,6 @@ def _read(root: str, whole: bool) -> np.ndarray:
 
 
 WINDOW = (slice(1000, 2000), slice(1000, 2000))
-COALESCE_GAP = 65536
-
-
-async def _bare_window(session: Any, url: str) -> int:
-    """The window's requests, bare: the index (a suffix range), then its inner chunks' merged ranges at once."""
-    async with session.get(url, headers={"Range": f"bytes=-{INDEX_NBYTES}"}) as response:
-        if response.status != 206:
-            raise RuntimeError(f"bare index GET answered {response.status}: figure void")
-        index = np.frombuffer((await response.read())[:-4], dtype="<u8").reshape(*GRID, 2)
-    rows, columns = (range(s.start // n, (s.stop - 1) // n + 1) for s, n in zip(WINDOW, INNER, strict=True))
-    extents = sorted((int(index[i, j, 0]), int(index[i, j, 1])) for i in rows for j in columns)
-    runs: list[list[int]] = []
-    for offset, nbytes in extents:
-        if runs and offset - (runs[-1][0] + runs[-1][1]) <= COALESCE_GAP:
-            runs[-1][1] = offset + nbytes - runs[-1][0]
-        else:
-            runs.append([offset, nbytes])
-
-    async def get(offset: int, nbytes: int) -> int:
-        headers = {"Range": f"bytes={offset}-{offset + nbytes - 1}"}
-        async with session.get(url, headers=headers) as response:
-            if response.status != 206:
-                raise RuntimeError(f"bare range GET answered {response.status}: figure void")
-            return len(await response.read())
-
-    return sum(await asyncio.gather(*(get(*run) for run in runs)))
 
 
 def s3_window(repeats: int) -> None:
@@ -202,14 +176,9 @@ def s3_window(repeats: int) -> None:
         data = field(SPEC.shape, SPEC.dtype)
         ENGINES["asyncarr-async"].write("w6", data, SPEC, s3)
         bare = BareS3(s3, "w6")
-        url = f"{s3.endpoint_url.rstrip('/')}/{s3.bucket}/w6/c/0/0"
-
-        async def floor() -> int:
-            return await _bare_window(await bare._open(), url)
-
         names = ("asyncarr-sync", "tensorstore", "zarr-python-zarrs")
         handles = {name: ENGINES[name].open("w6", s3) for name in names}
-        runners: dict[str, Callable[[], object]] = {"floor: bare requests": lambda: service_loop.run(floor())}
+        runners: dict[str, Callable[[], object]] = {"floor: bare requests": lambda: bare.get_sharded(SPEC, WINDOW)}
         for name in names:
             runners[name] = lambda n=name: ENGINES[n].read(handles[n], WINDOW)
         counts = {}

@@ -127,11 +127,13 @@ def partial_reads(
     row = spec.shape[0] // 2
     selections = {"row": (row, slice(None)), "window": (slice(1000, 2000), slice(1000, 2000))}
     results = []
-    floor = BareS3(s3, where) if s3 and not spec.shards else None
+    floor = BareS3(s3, where) if s3 else None
     for kind in kinds:
         selection = selections[kind]
         runners = {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in engines}
-        if floor:
+        if floor and spec.shards:  # shard indexes, then merged ranges of the inner chunks
+            runners[FLOOR] = lambda s=selection: floor.get_sharded(spec, s)
+        elif floor:
             runners[FLOOR] = lambda keys=chunk_keys(spec, selection): floor.get_all(keys)
         measured = interleaved(
             f"{label} {kind}",
