@@ -19,13 +19,21 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from asyncarr.codecs.executor import blosc_in_this_thread_alone
 from asyncarr.locks import release_chunk_locks, try_chunk_locks
 from asyncarr.stores.base import validate_key
 from asyncarr.stores.metrics import MetricsRecorder
 
 from .engines import ArraySpec
 
-__all__ = ["FLOOR_DUTIES", "chunk_items", "write_encoded", "write_encoder_and_writer", "write_with_duties"]
+__all__ = [
+    "FLOOR_DUTIES",
+    "chunk_items",
+    "has_small_chunks",
+    "write_encoded",
+    "write_encoder_and_writer",
+    "write_with_duties",
+]
 
 FLOOR_DUTIES = "floor: Python with a library's duties"
 """The name of `write_with_duties` in the run's tables."""
@@ -131,14 +139,21 @@ def write_encoded(root: str, items: Iterable[tuple[str, bytes]], recorder: Metri
             recorder.record("set", time.perf_counter() - started, written=len(encoded))
 
 
+def has_small_chunks(spec: ArraySpec) -> bool:
+    """Whether ``spec``'s chunks are small enough for an encoding and a writing thread (asyncarr's way)."""
+    return int(np.prod(spec.chunks)) * np.dtype(spec.dtype).itemsize < SMALL_CHUNK_BYTES
+
+
 def write_with_duties(root: str, data: np.ndarray, spec: ArraySpec) -> None:
     """Write ``data`` as ``spec``'s chunks under ``root`` on two threads, each chunk with a library's
     duties: small chunks by an encoding and a writing thread (`write_encoder_and_writer`), large
-    ones each thread encoding and writing half of them, as asyncarr splits them."""
+    ones each thread encoding and writing half of them, as asyncarr splits them. The calling
+    thread encodes on its own, as asyncarr's does (in the main thread numcodecs would wake
+    Blosc's threads: `blosc_in_this_thread_alone`)."""
     views, codec = chunk_items(data, spec, copied=False), spec.numcodecs_blosc()
-    chunk_bytes = int(np.prod(spec.chunks)) * np.dtype(spec.dtype).itemsize
-    if chunk_bytes < SMALL_CHUNK_BYTES:
-        write_encoder_and_writer(root, views, codec, duties=True)
+    if has_small_chunks(spec):
+        with blosc_in_this_thread_alone():
+            write_encoder_and_writer(root, views, codec, duties=True)
         return
     location, recorder = f"file://{root}", MetricsRecorder()
 
@@ -156,5 +171,6 @@ def write_with_duties(root: str, data: np.ndarray, spec: ArraySpec) -> None:
     os.makedirs(root, exist_ok=True)
     helper = threading.Thread(target=write_share, args=(views[1::2],))
     helper.start()
-    write_share(views[::2])
+    with blosc_in_this_thread_alone():
+        write_share(views[::2])
     helper.join()
