@@ -183,3 +183,26 @@ def test_chunks_another_writer_holds_are_written_on_the_loop_once_it_lets_go(tmp
     assert not writer.is_alive()
     np.testing.assert_array_equal(z[...], np.full(SHAPE, 9, dtype="u2"))
     assert locks._process_locks == {}
+
+
+def test_threads_writing_the_same_chunks_lose_none_and_leave_each_whole_from_one_writer(tmp_path: Path) -> None:
+    # Whole-chunk writes from two threads over the same chunks, each taking the other's held
+    # chunks to the loop when they meet: every chunk is stored (none left as fill), whole, from one
+    # writer, and no call hangs or leaves a lock behind.
+    z = za.open_array(str(tmp_path / "a.zarr"), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
+
+    def write(value: int) -> None:
+        for _ in range(10):
+            z[...] = value
+
+    threads = [threading.Thread(target=write, args=(value,)) for value in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    written = np.asarray(z[...])
+    for row in range(0, SHAPE[0], CHUNKS[0]):
+        for column in range(0, SHAPE[1], CHUNKS[1]):
+            chunk = written[row : row + CHUNKS[0], column : column + CHUNKS[1]]
+            assert chunk.min() == chunk.max() and chunk.min() in (1, 2), (row, column)
+    assert locks._process_locks == {}
