@@ -379,10 +379,10 @@ class ChunkIO:
         )
         if fast:
             deferred: list[ChunkProjection] = []
-            workers = self._worker_count(writing=True)
-            if workers > 1 and not durable and self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES:
+            if self._encodes_then_writes:
                 await self._encode_then_write(projections, value, deferred)
             else:
+                workers = self._worker_count(writing=True)
                 await self._run_batches(projections, workers, self._write_batch, value, deferred, durable)
             projections = deferred  # chunks another writer held: take turns on the async path
 
@@ -454,16 +454,24 @@ class ChunkIO:
 
         return EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred)
 
-    def writes_blocking(self, projections: Sequence[ChunkProjection]) -> bool:
-        """Whether `write_blocking` can write ``projections``: whole chunks, each small, to a store
-        whose small-chunk writes take two threads (local files), not flushed to disk one by one,
-        with no lock across processes and no decoded-chunk cache to keep in step."""
+    @property
+    def _encodes_then_writes(self) -> bool:
+        """Whether writes from an array value take `small_writes`' two threads: small chunks to a
+        store with blocking I/O whose small-chunk writes gain from two threads (local files), not
+        flushed to disk one by one, with no lock across processes."""
         return (
             self.store.supports_sync_io
             and self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES
             and self._worker_count(writing=True) > 1
             and getattr(self.store, "fsync", False) is not True
             and not isinstance(self.synchronizer, ProcessSynchronizer)
+        )
+
+    def writes_blocking(self, projections: Sequence[ChunkProjection]) -> bool:
+        """Whether `write_blocking` can write ``projections``: whole chunks of a write that takes
+        `small_writes`' two threads, with no decoded-chunk cache to keep in step."""
+        return (
+            self._encodes_then_writes
             and active_cache() is None
             and all(projection.is_complete_chunk for projection in projections)
         )
