@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import types
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -595,13 +595,7 @@ class AsyncArray(StoredChunks, PickledByConfiguration):
             return NotImplemented
         array_value = indexer.value_buffer(_broadcast_value(value, tuple(indexer.shape), self.dtype))
         deferred = chunk_io.write_blocking(projections, array_value)
-        if not deferred:
-            return None
-
-        async def piece_of(projection: ChunkProjection) -> Any:
-            return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
-
-        return chunk_io.write(deferred, array_value, piece_of)
+        return chunk_io.write(deferred, array_value, _pieces_of(array_value)) if deferred else None
 
     async def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` into an orthogonal selection (each axis indexed on its own)."""
@@ -639,9 +633,7 @@ class AsyncArray(StoredChunks, PickledByConfiguration):
                 return await source.getitem(projection.out_selection)
         else:
             array_value = indexer.value_buffer(_broadcast_value(value, tuple(indexer.shape), self.dtype))
-
-            async def piece_of(projection: ChunkProjection) -> Any:
-                return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
+            piece_of = _pieces_of(array_value)
 
         await self._chunk_io().write(indexer, array_value, piece_of)
 
@@ -849,6 +841,15 @@ def _as_shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
     if any(s < 0 for s in result):
         raise ValueError(f"a shape cannot have negative lengths, got {result}")
     return result
+
+
+def _pieces_of(array_value: np.ndarray) -> Callable[[ChunkProjection], Awaitable[Any]]:
+    """``piece_of`` for `ChunkIO.write` from a value laid out like the selection: each chunk's part of it."""
+
+    async def piece_of(projection: ChunkProjection) -> Any:
+        return array_value[()] if array_value.ndim == 0 else array_value[projection.out_selection]
+
+    return piece_of
 
 
 def _broadcast_value(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
