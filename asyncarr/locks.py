@@ -42,8 +42,7 @@ class _ThreadLock:
 
     def release(self) -> None:
         """Release the lock and stop using it (for a lock taken with `try_chunk_lock`)."""
-        self.lock.release()
-        _done_with(self)
+        release_chunk_locks([self])
 
 
 def _in_loop_lock(location: str, key: str) -> asyncio.Lock:
@@ -125,14 +124,7 @@ def try_chunk_lock(location: str, key: str) -> _ThreadLock | None:
     For the codec-thread fast path: it never blocks a thread that async writers may need, and
     chunks it cannot lock at once are handed back to the async path, which waits its turn.
     """
-    chunk = (location, key)
-    with _registry_lock:
-        if chunk in _process_locks:  # held, or waited for: the async path takes its turn
-            return None
-        entry = _process_locks[chunk] = _ThreadLock(chunk)
-        entry.users = 1
-        entry.lock.acquire()  # new and unseen by anyone else: free
-        return entry
+    return try_chunk_locks(location, [key])[0]
 
 
 def try_chunk_locks(location: str, keys: Sequence[str]) -> list[_ThreadLock | None]:
@@ -145,12 +137,12 @@ def try_chunk_locks(location: str, keys: Sequence[str]) -> list[_ThreadLock | No
     with _registry_lock:
         for key in keys:
             chunk = (location, key)
-            if chunk in _process_locks:
+            if chunk in _process_locks:  # held, or waited for: the async path takes its turn
                 taken.append(None)
                 continue
             entry = _process_locks[chunk] = _ThreadLock(chunk)
             entry.users = 1
-            entry.lock.acquire()
+            entry.lock.acquire()  # new and unseen by anyone else: free
             taken.append(entry)
     return taken
 
