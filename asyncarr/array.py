@@ -574,7 +574,8 @@ class AsyncArray(StoredChunks, PickledByConfiguration):
 
     def write_blocking(self, selection: Any, value: Any) -> Any:
         """`setitem` in the calling thread, with no event loop: the sync facade's path for writes of
-        whole small chunks to local files (`ChunkIO.write_blocking`).
+        whole chunks, small ones to local files and large ones to any store with blocking I/O
+        (`ChunkIO.write_blocking`).
 
         Returns ``NotImplemented`` when the write needs the event loop (any other store, selection
         or value, or fields): await `setitem` instead. Otherwise the write is done, but for chunks

@@ -95,8 +95,8 @@ def _read(array: AsyncArray, kind: str, selection: Any) -> Any:
 
 
 def _write(array: AsyncArray, selection: Any, value: Any) -> None:
-    """One ``z[selection] = value``: in this thread for whole small chunks of local files, on the
-    loop thread otherwise (and for any chunk another writer held meanwhile)."""
+    """One ``z[selection] = value``: in this thread for whole chunks (`AsyncArray.write_blocking`), on
+    the loop thread otherwise (and for any chunk another writer held meanwhile)."""
     if not _loop_thread.is_current_thread():
         rest = array.write_blocking(selection, value)  # NotImplemented when the loop must write
         if rest is not NotImplemented:

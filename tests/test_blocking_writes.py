@@ -1,5 +1,6 @@
-"""The sync facade writes whole small chunks of local files in the calling thread, with no event-loop
-hop (`AsyncArray.write_blocking`); every other write goes through the loop, as before."""
+"""The sync facade writes whole chunks with no event-loop hop (`AsyncArray.write_blocking`): small
+chunks of local files in the calling thread, large ones (128 KiB and more) of any store with blocking
+I/O on the codec threads; every other write goes through the loop, as before."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from test_blocking_reads import _loop_thread_blocked
 import asyncarr
 import asyncarr.sync as za
 from asyncarr import config, locks
-from asyncarr.errors import ReadOnlyError
+from asyncarr.errors import CodecError, ReadOnlyError
 from asyncarr.stores import LocalStore, MemoryStore
 
 SHAPE, CHUNKS = (256, 192), (16, 16)  # 192 chunks of 512 bytes: six batches of 32
+LARGE: dict[str, Any] = {"shape": (1024, 768), "chunks": (256, 256), "dtype": "u2"}  # 12 chunks of 128 KiB
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +87,7 @@ def _refusals(tmp_path: Path) -> dict[str, tuple[za.Array, Any, Any]]:
         dtype="u2",
         synchronizer=za.ProcessSynchronizer(str(tmp_path / "sync")),
     )
-    large = za.open_array(str(tmp_path / "large.zarr"), mode="w", shape=(512, 512), chunks=(256, 256), dtype="u2")
+    large = za.open_array(str(tmp_path / "large.zarr"), mode="w", **LARGE)
     memory = za.open_array(MemoryStore(), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u2")
     return {
         "parts of chunks": (plain, (slice(3, 40), slice(None)), 7),
@@ -94,7 +96,7 @@ def _refusals(tmp_path: Path) -> dict[str, tuple[za.Array, Any, Any]]:
         "fields": (records, Ellipsis, 7),
         "files flushed to disk": (durable, Ellipsis, 7),
         "a lock across processes": (locked, Ellipsis, 7),
-        "chunks of 128 KiB": (large, Ellipsis, 7),
+        "parts of chunks of 128 KiB": (large, (slice(0, 300), slice(None)), 7),
         "a store without two writing threads": (memory, Ellipsis, 7),
     }
 
@@ -108,7 +110,7 @@ def _refusals(tmp_path: Path) -> dict[str, tuple[za.Array, Any, Any]]:
         "fields",
         "files flushed to disk",
         "a lock across processes",
-        "chunks of 128 KiB",
+        "parts of chunks of 128 KiB",
         "a store without two writing threads",
     ],
 )
@@ -205,4 +207,80 @@ def test_threads_writing_the_same_chunks_lose_none_and_leave_each_whole_from_one
         for column in range(0, SHAPE[1], CHUNKS[1]):
             chunk = written[row : row + CHUNKS[0], column : column + CHUNKS[1]]
             assert chunk.min() == chunk.max() and chunk.min() in (1, 2), (row, column)
+    assert locks._process_locks == {}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("store", ["local", "memory"])
+def test_whole_large_chunks_are_written_while_the_loop_is_busy_and_store_the_loops_bytes(
+    tmp_path: Path, zarr_format: int, store: str
+) -> None:
+    data = np.random.default_rng(5).integers(1, 1000, LARGE["shape"], dtype="u2")
+    where: Any = str(tmp_path / "facade.zarr") if store == "local" else MemoryStore()
+    facade = za.open_array(where, mode="w", zarr_format=zarr_format, **LARGE)
+    assert facade.async_array.write_blocking(Ellipsis, data) is None  # written without the loop
+    with _loop_thread_blocked():  # a write through the loop would wait for it, and fail the check
+        facade[...] = data
+        facade[256:512, :] = data[:256]  # a row of whole chunks
+        facade[:, 512:] = 0  # the last column of chunks back to fill: deleted, not written
+
+    async def through_the_loop() -> None:
+        z = await asyncarr.open_array(str(tmp_path / "loop.zarr"), mode="w", zarr_format=zarr_format, **LARGE)
+        await z.setitem(Ellipsis, data)
+        await z.setitem((slice(256, 512), slice(None)), data[:256])
+        await z.setitem((slice(None), slice(512, None)), 0)
+
+    asyncio.run(through_the_loop())
+    expected = data.copy()
+    expected[256:512, :] = data[:256]
+    expected[:, 512:] = 0
+    np.testing.assert_array_equal(facade[...], expected)
+    if store == "local":
+        assert _chunk_files(tmp_path / "facade.zarr") == _chunk_files(tmp_path / "loop.zarr")  # byte for byte
+    assert locks._process_locks == {}
+
+
+def test_a_large_chunk_another_writer_holds_is_written_on_the_loop_once_it_lets_go(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    z = za.open_array(path, mode="w", zarr_format=2, **LARGE)
+    held = locks.try_chunk_lock(z.store.location, "2.1")
+    assert held is not None
+    writer = threading.Thread(target=z.__setitem__, args=(Ellipsis, 9))
+    writer.start()
+    writer.join(timeout=0.5)
+    assert writer.is_alive()  # every other chunk is written on the codec threads; 2.1 waits its turn
+    assert os.path.exists(os.path.join(path, "0.0")) and not os.path.exists(os.path.join(path, "2.1"))
+    held.release()
+    writer.join(timeout=30)
+    assert not writer.is_alive()
+    np.testing.assert_array_equal(z[...], np.full(LARGE["shape"], 9, dtype="u2"))
+    assert locks._process_locks == {}
+
+
+def test_a_large_chunk_failing_to_encode_raises_and_leaves_every_stored_chunk_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.zarr"
+    z = za.open_array(str(path), mode="w", zarr_format=2, **LARGE)
+    z[...] = 1
+    before = _chunk_files(path)
+    pipeline = z.async_array._chunk_io().pipeline
+    encode = pipeline.encode
+
+    def failing_encode(chunk: np.ndarray, key: str) -> bytes:
+        if key.endswith("1.1"):
+            raise CodecError(f"chunk {key}: cannot encode: broken on purpose")
+        return encode(chunk, key)
+
+    monkeypatch.setattr(pipeline, "encode", failing_encode)
+    with pytest.raises(CodecError, match="broken on purpose"):
+        z[...] = 2
+    after = _chunk_files(path)
+    assert after.keys() == before.keys()  # no chunk lost, no temporary file left
+    stored = np.asarray(za.open_array(str(path), mode="r")[...])
+    for row in range(0, LARGE["shape"][0], 256):
+        for column in range(0, LARGE["shape"][1], 256):
+            chunk = stored[row : row + 256, column : column + 256]
+            assert chunk.min() == chunk.max() and chunk.min() in (1, 2), (row, column)  # whole, old or new
+    assert stored[256, 256] == 1
     assert locks._process_locks == {}
