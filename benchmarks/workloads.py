@@ -17,7 +17,7 @@ import numpy as np
 from .bare_s3 import FLOOR, FLOOR_REPLACE, BareS3, chunk_keys, encoded_chunks
 from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement, interleaved
-from .write_floors import FLOOR_DUTIES, has_small_chunks, write_with_duties
+from .write_floors import FLOOR_DUTIES, write_with_duties
 
 __all__ = ["field", "floors", "full_write_and_read", "many_small_reads", "partial_reads"]
 
@@ -59,13 +59,14 @@ def full_write_and_read(
 
     On S3, the bare-request floor (`BareS3`) runs interleaved with the engines: the same PUTs
     and GETs with nothing else around them. Locally, the write floor with a library's duties
-    (`write_floors.write_with_duties`) does, for small chunks without shards.
+    (`write_floors.write_with_duties`) does, for arrays without shards.
     """
     data = field(spec.shape, spec.dtype)
-    # The floor writes a file per chunk (not a sharded array's work). It is timed for small chunks
-    # only: there asyncarr never beat it, while for W1's chunks of 1 MiB it was no floor (asyncarr
-    # took 0.74-1.09 of it in round 9's runs: the disk's writeback, not the Python, decides).
-    duties_floor = not s3 and not spec.shards and has_small_chunks(spec)
+    # The floor writes a file per chunk (not a sharded array's work). Round 9 timed it for small
+    # chunks only: for W1's chunks of 1 MiB asyncarr took 0.74-1.09 of it, because the floor wrote
+    # half of them on the main thread, whose heap glibc gave back and faulted in again per chunk.
+    # On two worker threads since round 10, it is a floor for large chunks too.
+    duties_floor = not s3 and not spec.shards
     names = [*engines, FLOOR_DUTIES] if duties_floor else engines
     places = {name: f"{label}-{name}" if s3 else str(root / f"{label}-{name}") for name in names}
 
