@@ -22,21 +22,49 @@ def current_rss() -> int:
         return int(statm.read().split()[1]) * _PAGE
 
 
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's record of this process's peak RSS (VmHWM) to its RSS now; False where refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")  # Linux 4.0+: "5" resets the peak resident set size
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_since_reset() -> int:
+    """This process's peak RSS in bytes since `_reset_peak_rss` (VmHWM of /proc/self/status)."""
+    with open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmHWM in /proc/self/status")
+
+
 class PeakRSS:
-    """Samples this process's RSS every millisecond while active; ``peak`` is the highest seen."""
+    """This process's peak RSS while active: ``peak`` and ``growth`` above the level at entry.
+
+    The kernel keeps the peak itself (VmHWM, reset at entry through ``/proc/self/clear_refs``), so
+    nothing runs beside the timed call. Until round 10 a thread sampled RSS every millisecond:
+    it took the GIL a thousand times a second, which slowed the engines running Python beside
+    their I/O (asyncarr's codec threads, zarr-python) and not those releasing the GIL throughout,
+    and missed peaks shorter than a millisecond. Where the reset is refused, that thread samples.
+    """
 
     def __init__(self, interval: float = 0.001) -> None:
         self._interval = interval
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.baseline = 0
         self.peak = 0
 
     def __enter__(self) -> PeakRSS:
         gc.collect()
         self.baseline = self.peak = current_rss()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
+        if not _reset_peak_rss():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
         return self
 
     def _sample(self) -> None:
@@ -45,13 +73,17 @@ class PeakRSS:
             time.sleep(self._interval)
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._thread is None:
+            self.peak = max(self.peak, _peak_rss_since_reset())
+            return
         self._stop.set()
         self._thread.join()
+        self._thread = None
         self.peak = max(self.peak, current_rss())
 
     @property
     def growth(self) -> int:
-        """Peak RSS above the level when sampling started."""
+        """Peak RSS above the level at entry."""
         return self.peak - self.baseline
 
 
@@ -125,10 +157,9 @@ def interleaved(
     ``check(engine, result)`` verifies each result (raise to void the figure); ``setup(engine)``
     runs untimed before every call (e.g. removing what a write made); ``server_cpu()``, if given,
     reads a server's CPU seconds, recorded per call so each engine's cost to the server shows.
-    ``sample_rss=False`` leaves out the RSS sampler, a Python thread that takes the GIL every
-    millisecond: for reads of a few milliseconds it slows the engines that run Python beside
-    their I/O (asyncarr, zarr-python) and not those that release the GIL throughout
-    (tensorstore), so latencies are timed without it (growth is then recorded as 0).
+    ``sample_rss=False`` leaves out `PeakRSS` (growth is then recorded as 0): W4's latencies of a
+    few milliseconds, timed so since round 6, when `PeakRSS` was a thread taking the GIL every
+    millisecond; now it reads the kernel's peak and adds two small file operations per call.
     """
     names: Sequence[str] = list(runners)
     results = {name: Measurement(name, task, [], [], nbytes) for name in names}
