@@ -42,30 +42,42 @@ def _chunk_files(root: Path) -> dict[str, bytes]:
     }
 
 
+WHOLE_CHUNK_WRITES: dict[str, tuple[dict[str, Any], slice, slice]] = {
+    # the array's options, rows of whole chunks to write again, the last column of chunks
+    "small": ({"shape": SHAPE, "chunks": CHUNKS, "dtype": "u2"}, slice(32, 64), slice(176, None)),
+    "large": (LARGE, slice(256, 512), slice(512, None)),
+}
+
+
 @pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize(("chunks", "store"), [("small", "local"), ("large", "local"), ("large", "memory")])
 def test_whole_chunk_writes_finish_while_the_loop_is_busy_and_store_the_loops_bytes(
-    tmp_path: Path, zarr_format: int
+    tmp_path: Path, zarr_format: int, chunks: str, store: str
 ) -> None:
-    data = _data()
-    options: dict[str, Any] = {"shape": SHAPE, "chunks": CHUNKS, "dtype": "u2", "zarr_format": zarr_format}
-    facade = za.open_array(str(tmp_path / "facade.zarr"), mode="w", **options)
+    layout, rows, columns = WHOLE_CHUNK_WRITES[chunks]
+    options = {**layout, "zarr_format": zarr_format}
+    data = np.random.default_rng(5).integers(1, 1000, options["shape"], dtype="u2")
+    where: Any = str(tmp_path / "facade.zarr") if store == "local" else MemoryStore()
+    facade = za.open_array(where, mode="w", **options)
+    assert facade.async_array.write_blocking(Ellipsis, data) is None  # written without the loop
     with _loop_thread_blocked():  # a write through the loop would wait for it, and fail the check
         facade[...] = data
-        facade[32:64, :] = data[:32]  # rows of whole chunks
-        facade[:, 176:] = 0  # the last column of chunks back to fill: deleted, not written
+        facade[rows, :] = data[: rows.stop - rows.start]
+        facade[:, columns] = 0  # back to fill: deleted, not written
 
     async def through_the_loop() -> None:
         z = await asyncarr.open_array(str(tmp_path / "loop.zarr"), mode="w", **options)
         await z.setitem(Ellipsis, data)
-        await z.setitem((slice(32, 64), slice(None)), data[:32])
-        await z.setitem((slice(None), slice(176, None)), 0)
+        await z.setitem((rows, slice(None)), data[: rows.stop - rows.start])
+        await z.setitem((slice(None), columns), 0)
 
     asyncio.run(through_the_loop())
     expected = data.copy()
-    expected[32:64, :] = data[:32]
-    expected[:, 176:] = 0
+    expected[rows, :] = data[: rows.stop - rows.start]
+    expected[:, columns] = 0
     np.testing.assert_array_equal(facade[...], expected)
-    assert _chunk_files(tmp_path / "facade.zarr") == _chunk_files(tmp_path / "loop.zarr")  # byte for byte
+    if store == "local":
+        assert _chunk_files(tmp_path / "facade.zarr") == _chunk_files(tmp_path / "loop.zarr")  # byte for byte
     assert locks._process_locks == {}
 
 
@@ -207,36 +219,6 @@ def test_threads_writing_the_same_chunks_lose_none_and_leave_each_whole_from_one
         for column in range(0, SHAPE[1], CHUNKS[1]):
             chunk = written[row : row + CHUNKS[0], column : column + CHUNKS[1]]
             assert chunk.min() == chunk.max() and chunk.min() in (1, 2), (row, column)
-    assert locks._process_locks == {}
-
-
-@pytest.mark.parametrize("zarr_format", [2, 3])
-@pytest.mark.parametrize("store", ["local", "memory"])
-def test_whole_large_chunks_are_written_while_the_loop_is_busy_and_store_the_loops_bytes(
-    tmp_path: Path, zarr_format: int, store: str
-) -> None:
-    data = np.random.default_rng(5).integers(1, 1000, LARGE["shape"], dtype="u2")
-    where: Any = str(tmp_path / "facade.zarr") if store == "local" else MemoryStore()
-    facade = za.open_array(where, mode="w", zarr_format=zarr_format, **LARGE)
-    assert facade.async_array.write_blocking(Ellipsis, data) is None  # written without the loop
-    with _loop_thread_blocked():  # a write through the loop would wait for it, and fail the check
-        facade[...] = data
-        facade[256:512, :] = data[:256]  # a row of whole chunks
-        facade[:, 512:] = 0  # the last column of chunks back to fill: deleted, not written
-
-    async def through_the_loop() -> None:
-        z = await asyncarr.open_array(str(tmp_path / "loop.zarr"), mode="w", zarr_format=zarr_format, **LARGE)
-        await z.setitem(Ellipsis, data)
-        await z.setitem((slice(256, 512), slice(None)), data[:256])
-        await z.setitem((slice(None), slice(512, None)), 0)
-
-    asyncio.run(through_the_loop())
-    expected = data.copy()
-    expected[256:512, :] = data[:256]
-    expected[:, 512:] = 0
-    np.testing.assert_array_equal(facade[...], expected)
-    if store == "local":
-        assert _chunk_files(tmp_path / "facade.zarr") == _chunk_files(tmp_path / "loop.zarr")  # byte for byte
     assert locks._process_locks == {}
 
 
