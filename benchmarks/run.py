@@ -51,6 +51,10 @@ ASYNC_ENGINES = [ASYNCARR, "zarr-python-async", "tensorstore-futures"]
 W4_LOCAL_REPEATS = 60
 """W4's local reads take milliseconds and vary by a third between calls on this VM: more repeats
 than the other tasks, for medians that hold still (60 rounds of 9 engines is under 5 s)."""
+LOCAL_WRITE_REPEATS = 9
+"""Repeats of the local whole-array tasks (W1, W2, W6): on this VM a local write of tens of
+milliseconds now and then takes two to four times as long, for any engine and for the floor,
+and with 5 repeats two such repeats move a median (round 10); 9 hold it, for about two minutes."""
 _STARTED = time.perf_counter()
 
 
@@ -85,7 +89,7 @@ def run(quick: bool, only: set[str], repeats: int, root: Path, engines: set[str]
         for spec in specs[workload]:
             label = f"{workload} v{spec.zarr_format}"
             _stage(f"running {label} {spec.shape} chunks {spec.chunks} ...")
-            measured = full_write_and_read(label, root, spec, local, repeats)
+            measured = full_write_and_read(label, root, spec, local, max(repeats, LOCAL_WRITE_REPEATS))
             results.extend(measured)
             shared = str(root / f"{label}-{ASYNCARR}")
             results.extend(floors(label, shared, spec, repeats))
@@ -164,7 +168,9 @@ def run_s3(
             shard_side = w1.shape[0] // 2
             sharded = dataclasses.replace(w1, zarr_format=3, shards=(shard_side, shard_side))
             _stage(f"running W6 sharded {sharded.shape} shards {sharded.shards} ...")
-            results.extend(full_write_and_read("W6 sharded local", root, sharded, local, repeats))
+            results.extend(
+                full_write_and_read("W6 sharded local", root, sharded, local, max(repeats, LOCAL_WRITE_REPEATS))
+            )
             s3 = S3Location(proxy.url, moto.create_bucket("w6-s3"))
             ENGINES[ASYNCARR].write("w6", field(sharded.shape, sharded.dtype), sharded, s3)
             results.extend(
