@@ -45,7 +45,7 @@ from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_a
 
 from .engines import ENGINES, ArraySpec
 from .workloads import field
-from .write_floors import chunk_items, write_encoded, write_encoder_and_writer, write_with_duties
+from .write_floors import chunk_items, floor_workers, write_encoded, write_encoder_and_writer, write_with_duties
 
 __all__ = ["main"]
 
@@ -102,11 +102,12 @@ def _write(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blo
 
 
 def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
+    # On two worker threads, not the main thread and a helper: the main thread's heap may be given
+    # back and faulted in again for each large chunk's encoded bytes (`write_floors.write_with_duties`).
     os.makedirs(root, exist_ok=True)
-    helper = threading.Thread(target=_write, args=(root, chunks[1::2], codec))
-    helper.start()
-    _write(root, chunks[::2], codec)
-    helper.join()
+    halves = [floor_workers().submit(_write, root, chunks[start::2], codec) for start in (0, 1)]
+    for half in halves:
+        half.result()
 
 
 def _encode_two_threads(chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
@@ -117,10 +118,9 @@ def _encode_two_threads(chunks: list[tuple[str, np.ndarray]], codec: numcodecs.B
         for _, chunk in part:
             codec.encode(chunk)
 
-    helper = threading.Thread(target=encode, args=(chunks[1::2],))
-    helper.start()
-    encode(chunks[::2])
-    helper.join()
+    halves = [floor_workers().submit(encode, chunks[start::2]) for start in (0, 1)]
+    for half in halves:
+        half.result()
 
 
 def _median_seconds(run: Callable[[], object], repeats: int) -> list[float]:

@@ -30,6 +30,7 @@ from .engines import ArraySpec
 __all__ = [
     "FLOOR_DUTIES",
     "chunk_items",
+    "floor_workers",
     "has_small_chunks",
     "write_encoded",
     "write_encoder_and_writer",
@@ -177,12 +178,12 @@ def write_with_duties(root: str, data: np.ndarray, spec: ArraySpec) -> None:
             release_chunk_locks([lock for lock in locks if lock is not None])
 
     os.makedirs(root, exist_ok=True)
-    for outcome in [_workers().submit(write_chunks) for _ in range(2)]:
+    for outcome in [floor_workers().submit(write_chunks) for _ in range(2)]:
         outcome.result()
 
 
-def _workers() -> concurrent.futures.ThreadPoolExecutor:
-    """The two threads large chunks are written on, made once, as a library's codec threads are."""
+def floor_workers() -> concurrent.futures.ThreadPoolExecutor:
+    """The two worker threads the floors write large chunks on, made once, as a library's codec threads are."""
     global _WORKERS
     if _WORKERS is None:
         _WORKERS = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="floor-writer")
