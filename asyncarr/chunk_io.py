@@ -455,16 +455,24 @@ class ChunkIO:
         return EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred)
 
     @property
-    def _encodes_then_writes(self) -> bool:
-        """Whether writes from an array value take `small_writes`' two threads: small chunks to a
-        store with blocking I/O whose small-chunk writes gain from two threads (local files), not
-        flushed to disk one by one, with no lock across processes."""
+    def _writes_unflushed_in_process(self) -> bool:
+        """Whether writes from an array value may run on this process's threads with the store's
+        blocking I/O: a store that has it, not flushing each chunk to disk, with no lock across
+        processes. `small_writes`' two threads and the large chunks' batches both ask this."""
         return (
             self.store.supports_sync_io
-            and self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES
-            and self._worker_count(writing=True) > 1
             and getattr(self.store, "fsync", False) is not True
             and not isinstance(self.synchronizer, ProcessSynchronizer)
+        )
+
+    @property
+    def _encodes_then_writes(self) -> bool:
+        """Whether writes from an array value take `small_writes`' two threads: small chunks, to a
+        store whose small-chunk writes gain from two threads (local files), written unflushed."""
+        return (
+            self.chunk_nbytes < _PARALLEL_MIN_CHUNK_BYTES
+            and self._worker_count(writing=True) > 1
+            and self._writes_unflushed_in_process
         )
 
     def writes_blocking(self, projections: Sequence[ChunkProjection]) -> bool:
@@ -480,14 +488,9 @@ class ChunkIO:
     @property
     def _writes_large_chunks_in_batches(self) -> bool:
         """Whether writes of chunks of at least 128 KiB from an array value take `_write_batch`'s
-        batches on the codec threads: a store with blocking I/O, no fsync per chunk (those go to the
-        store's own I/O threads) and no lock across processes, as `_write` chooses."""
-        return (
-            self.store.supports_sync_io
-            and self.chunk_nbytes >= _PARALLEL_MIN_CHUNK_BYTES
-            and getattr(self.store, "fsync", False) is not True
-            and not isinstance(self.synchronizer, ProcessSynchronizer)
-        )
+        batches on the codec threads, written unflushed (flushed ones go to the store's own I/O
+        threads), as `_write` chooses."""
+        return self.chunk_nbytes >= _PARALLEL_MIN_CHUNK_BYTES and self._writes_unflushed_in_process
 
     def write_blocking(self, projections: list[ChunkProjection], value: np.ndarray) -> list[ChunkProjection]:
         """Write whole chunks from ``value`` from the calling thread, with no event loop; only for
