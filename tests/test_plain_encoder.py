@@ -6,6 +6,7 @@ layout a caller's chunk may come in, and be absent for every chain it does not c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numcodecs
@@ -14,6 +15,7 @@ import pytest
 
 import asyncarr.sync as za
 from asyncarr.codecs import CodecPipeline
+from asyncarr.codecs.blosc_compression import blosc_compressor
 from asyncarr.errors import CodecError
 from asyncarr.stores import MemoryStore
 
@@ -119,3 +121,52 @@ def test_chunks_written_through_the_plain_encoder_read_back_and_fail_by_key(tmp_
     with pytest.raises(CodecError, match=r"chunk .*a\.zarr/c/1/0: cannot encode: the compressor refused"):
         z[6:, :5] = 7
     np.testing.assert_array_equal(za.open_array(str(tmp_path / "a.zarr"), mode="r")[...], data)  # nothing torn
+
+
+def test_blosc_compressor_calls_numcodecs_directly_with_the_same_bytes() -> None:
+    rng = np.random.default_rng(7)
+    for dtype in ["u1", "<u2", ">i4", "f8", "<c16", "bool", "S3", [("a", "<i4"), ("b", "<f8")]]:
+        chunk = np.frombuffer(rng.integers(0, 5, 600 * np.dtype(dtype).itemsize, dtype="u1").tobytes(), dtype=dtype)
+        for shuffle in (numcodecs.Blosc.NOSHUFFLE, numcodecs.Blosc.SHUFFLE, numcodecs.Blosc.BITSHUFFLE):
+            codec = numcodecs.Blosc("zstd", 1, shuffle)
+            compress = blosc_compressor(codec, np.dtype(dtype), None)
+            assert compress != codec.encode, dtype  # the direct call, not the fallback
+            assert bytes(compress(chunk)) == codec.encode(chunk), (dtype, shuffle)
+
+
+def test_blosc_compressor_keeps_blosc_encode_where_the_direct_call_differs_or_refuses() -> None:
+    # A typesize the codec holds but its configuration does not show: with it given, direct; without, not.
+    hidden = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE, typesize=4)
+    assert blosc_compressor(hidden, np.dtype("u1"), None) == hidden.encode
+    given = blosc_compressor(hidden, np.dtype("u1"), 4)
+    chunk = np.arange(4000, dtype="u1")
+    assert given != hidden.encode and bytes(given(chunk)) == hidden.encode(chunk)
+    # Datetimes have no buffer of their own: numcodecs' Blosc.encode views them as integers first.
+    plain = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)
+    assert blosc_compressor(plain, np.dtype("M8[s]"), None) == plain.encode
+
+
+def test_blosc_compressor_refuses_what_blosc_encode_refuses() -> None:
+    codec = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)
+    codec.max_buffer_size = 1000  # as a chunk over Blosc's 2 GiB would, without allocating one
+    compress = blosc_compressor(codec, np.dtype("f8"), None)
+    assert bytes(compress(np.arange(100.0))) == codec.encode(np.arange(100.0))
+    with pytest.raises(ValueError, match="1000") as direct:
+        compress(np.arange(200.0))
+    with pytest.raises(ValueError) as wrapped:
+        codec.encode(np.arange(200.0))
+    assert str(direct.value) == str(wrapped.value)
+
+
+def test_v2_compressor_typesize_from_the_metadata_reaches_the_plain_encoder() -> None:
+    store = MemoryStore()
+    za.create(shape=(12, 10), chunks=CHUNKS, dtype="u1", zarr_format=2, store=store)
+    metadata = json.loads(store.get_sync(".zarray"))
+    metadata["compressor"] = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0, "typesize": 4}
+    store.set_sync(".zarray", json.dumps(metadata).encode())
+    pipeline = za.open_array(store).async_array._pipeline
+    assert pipeline.plain_encoder is not None
+    for chunk in _layouts("u1"):
+        assert bytes(pipeline.plain_encoder(chunk)) == pipeline.encode(chunk, "k")
+        unshown = numcodecs.Blosc("lz4", 5, 1).encode(np.ascontiguousarray(chunk))
+        assert bytes(pipeline.plain_encoder(chunk)) != unshown  # typesize 4 shows

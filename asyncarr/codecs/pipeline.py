@@ -30,6 +30,7 @@ from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
 from asyncarr.codecs.allowlist import DATA_OBJECT_CODEC_IDS, OBJECT_LIST_CODEC_IDS, VARIABLE_LENGTH_CODEC_IDS
 from asyncarr.codecs.blosc_blocks import BlockReader, FramePart, selection_byte_span
+from asyncarr.codecs.blosc_compression import blosc_compressor
 from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
 from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.objects import decode_categories, decode_object_list
@@ -455,8 +456,11 @@ class _V2Pipeline(CodecPipeline):
         if not isinstance(filters, Sequence) or isinstance(filters, (str, bytes)):
             raise MetadataError(f"'filters' must be a list of codec configs or null, got {shown(filters)}")
         self._compressor: Codec | None = None
+        self._compressor_typesize: int | None = None
         if metadata.compressor is not None:
             self._compressor = codec_from_v2_config(metadata.compressor, "'compressor'")
+            typesize = metadata.compressor.get("typesize")
+            self._compressor_typesize = typesize if isinstance(typesize, int) else None
         self._filters: list[Codec] = [
             codec_from_v2_config(config, f"'filters'[{position}]") for position, config in enumerate(filters)
         ]
@@ -516,7 +520,10 @@ class _V2Pipeline(CodecPipeline):
             return None
         if getattr(self._compressor, "codec_id", None) != "blosc":
             return None
-        compress = self._compressor.encode  # what `_encode` ends in, given the C-ordered typed array
+        # What `_encode` ends in, given the C-ordered typed array: numcodecs' compression function,
+        # called directly (`blosc_compressor`), with the typesize the configuration gave the codec.
+        typesize = self._compressor_typesize
+        compress = blosc_compressor(self._compressor, self.dtype, typesize)
 
         def encode(chunk: np.ndarray) -> Buffer:
             return compress(chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk))
@@ -665,7 +672,8 @@ class _V3Pipeline(CodecPipeline):
             return None
         if not isinstance(self.bytes_bytes[0], BloscCodec):
             return None
-        compress = self.bytes_bytes[0].encode
+        blosc_codec = self.bytes_bytes[0]
+        compress = blosc_compressor(blosc_codec.as_numcodecs(), np.dtype(np.uint8), blosc_codec.typesize)
 
         def encode(chunk: np.ndarray) -> Buffer:
             # The bytes codec's output for an array already in the stored dtype: its C-ordered bytes
