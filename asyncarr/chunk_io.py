@@ -687,7 +687,10 @@ class ChunkIO:
             return None
         encode = self.pipeline.encode_buffer if as_buffer else self.pipeline.encode
         if not self._encodes_shards:
-            return encode(chunk, self.store.key_url(key))
+            try:
+                return encode(chunk, key)
+            except CodecError as exc:  # the URL made only for the message: a write of many small chunks makes none
+                raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
         with inner_chunks_written_when_empty(write_empty):  # a sharded array's inner chunks follow it too
             return encode(chunk, self.store.key_url(key))
 

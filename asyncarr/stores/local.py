@@ -469,6 +469,7 @@ class LocalStore(Store):
             recorder_of(self).record("get", time.perf_counter() - started, opened.bytes_read if opened else 0)
 
     def _write_files_here(self, items: Iterable[tuple[str, Any]]) -> None:
+        # Unflushed writes only (`set_many_sync` sends durable ones to the I/O threads).
         # Small chunks cost mostly per file: on tmpfs a 2 KiB file is about 13.6 us of system calls
         # and the least Python around them; set_sync's wrappers add 2.4 us, this loop 1.6 (round 8).
         record = recorder_of(self).record
@@ -477,7 +478,7 @@ class LocalStore(Store):
         for key, value in items:
             start = _perf_counter()
             try:
-                write(file_path(key), key, value)
+                write(file_path(key), key, value, False)
             except Exception:
                 record("set", _perf_counter() - start, failed=True)
                 raise
@@ -486,12 +487,14 @@ class LocalStore(Store):
             if logged:
                 log_request("set", self.key_url(key), "ok", seconds)
 
-    def _write_file(self, path: str, key: str, value: bytes) -> None:
+    def _write_file(self, path: str, key: str, value: bytes, durable: bool | None = None) -> None:
         # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
+        # ``durable`` None: as the store says (`fsync`); callers writing many files ask it once.
         self._check_parent_inside(path, key, "write")
         directory = path[: path.rindex(os.sep)]  # paths are root + os.sep + key: no need for os.path's generality
         temp_path = f"{directory}{os.sep}{_TEMP_PREFIX}{_temp_token}-{next(_temp_names)}"
-        durable = self.fsync
+        if durable is None:
+            durable = self.fsync
         new_directory = durable and not os.path.isdir(directory)
         try:
             # A descriptor, not a file object: open() costs an isatty ioctl and a seek per file.
