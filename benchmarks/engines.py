@@ -46,6 +46,18 @@ class ArraySpec:
         """The compressor as a numcodecs object."""
         return numcodecs.Blosc(cname=self.cname, clevel=self.clevel, shuffle=numcodecs.Blosc.SHUFFLE)
 
+    def blosc_compress(self) -> Callable[[np.ndarray], bytes]:
+        """`numcodecs_blosc`'s ``encode`` for C-contiguous arrays, as a Python client calls it at
+        least cost: numcodecs' compression function itself, without ``Blosc.encode``'s checks
+        (about 4 us a call), as asyncarr's plain encoders call it. The floors encode with this."""
+        compress = numcodecs.blosc.compress
+        cname, clevel, shuffle = self.cname.encode(), self.clevel, numcodecs.Blosc.SHUFFLE
+
+        def encode(chunk: np.ndarray) -> bytes:
+            return compress(chunk, cname, clevel, shuffle, 0, None)
+
+        return encode
+
 
 @dataclasses.dataclass(frozen=True)
 class S3Location:

@@ -12,14 +12,15 @@ times the writes alone on W1's data (8192 x 8192 float32, chunks 512 x 512, Blos
   asyncarr's ``fast`` extra uses for small frames). The floors decode each chunk into a
   contiguous slot of their own, skipping the copy into the array's layout every engine makes,
   so they sit a little below any real client. asyncarr and tensorstore read tensorstore's files.
-- writing: ``Blosc.encode`` of each chunk, then a temporary file renamed over the key (the
-  atomic write every client here does), on one thread, on two (each thread half of the
-  chunks: the encoder and the file system calls release the GIL), and on two with one thread
-  preferring to encode and the other to write (asyncarr's way for small chunks, since round 7),
-  and with a library's duties per chunk (`write_floors.write_with_duties`: its values copied out
-  of the caller's array, its lock, fill check, key check and request count, with asyncarr's own
-  pieces; the full run times the same floor); and the encoding alone, on two threads, with no
-  file written.
+- writing: numcodecs' Blosc compression of each chunk (``numcodecs.blosc.compress`` itself, as
+  asyncarr's plain encoders call it: ``Blosc.encode``'s checks cost about 4 us a chunk), then a
+  temporary file renamed over the key (the atomic write every client here does), on one thread,
+  on two (each thread half of the chunks: the encoder and the file system calls release the
+  GIL), and on two with one thread preferring to encode and the other to write (asyncarr's way
+  for small chunks, since round 7), and with a library's duties per chunk
+  (`write_floors.write_with_duties`: its values copied out of the caller's array, its lock, fill
+  check, key check and request count, with asyncarr's own pieces; the full run times the same
+  floor); and the encoding alone, on two threads, with no file written.
 
 Where a floor's ratio to tensorstore is above a target, no Python client built that way meets it.
 """
@@ -37,7 +38,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import numcodecs
 import numpy as np
 from numcodecs import blosc
 
@@ -97,26 +97,28 @@ def _read_pipelined(root: str, keys: list[str], out: np.ndarray) -> None:
     decoder.join()
 
 
-def _write(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
-    write_encoded(root, ((key, codec.encode(chunk)) for key, chunk in chunks))
+def _write(root: str, chunks: list[tuple[str, np.ndarray]], encode_chunk: Callable[[np.ndarray], bytes]) -> None:
+    write_encoded(root, ((key, encode_chunk(chunk)) for key, chunk in chunks))
 
 
-def _write_two_threads(root: str, chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
+def _write_two_threads(
+    root: str, chunks: list[tuple[str, np.ndarray]], encode_chunk: Callable[[np.ndarray], bytes]
+) -> None:
     # On two worker threads, not the main thread and a helper: the main thread's heap may be given
     # back and faulted in again for each large chunk's encoded bytes (`write_floors.write_with_duties`).
     os.makedirs(root, exist_ok=True)
-    halves = [floor_workers().submit(_write, root, chunks[start::2], codec) for start in (0, 1)]
+    halves = [floor_workers().submit(_write, root, chunks[start::2], encode_chunk) for start in (0, 1)]
     for half in halves:
         half.result()
 
 
-def _encode_two_threads(chunks: list[tuple[str, np.ndarray]], codec: numcodecs.Blosc) -> None:
+def _encode_two_threads(chunks: list[tuple[str, np.ndarray]], encode_chunk: Callable[[np.ndarray], bytes]) -> None:
     """Only the encoding of the write, on two threads: the floor of any client using c-blosc 1's
     encoder (tensorstore and zarrs build c-blosc 1 too), whatever it does with the files."""
 
     def encode(part: list[tuple[str, np.ndarray]]) -> None:
         for _, chunk in part:
-            codec.encode(chunk)
+            encode_chunk(chunk)
 
     halves = [floor_workers().submit(encode, chunks[start::2]) for start in (0, 1)]
     for half in halves:
@@ -145,7 +147,7 @@ def main() -> None:
     data = field(spec.shape, spec.dtype)
     chunks = chunk_items(data, spec)
     keys = [key for key, _ in chunks]
-    codec = spec.numcodecs_blosc()
+    encode_chunk = spec.blosc_compress()
     engines = {name: ENGINES[name] for name in ("asyncarr-sync", *ANCHORS)}
     times: dict[str, list[float]] = {}
 
@@ -160,17 +162,20 @@ def main() -> None:
             # a file system holding tens of thousands of files creates more slowly.
             names = ("floor", "floor2", "floor-pipe", "floor-duties", *engines)
             places = {name: os.path.join(directory, f"{name}-{repeat}") for name in names}
-            timed("write: Python floor, one thread", lambda: _write(places["floor"], chunks, codec))  # noqa: B023
-            timed("write: Python floor, two threads", lambda: _write_two_threads(places["floor2"], chunks, codec))  # noqa: B023
+            timed("write: Python floor, one thread", lambda: _write(places["floor"], chunks, encode_chunk))  # noqa: B023
+            timed(
+                "write: Python floor, two threads",
+                lambda: _write_two_threads(places["floor2"], chunks, encode_chunk),  # noqa: B023
+            )
             timed(
                 "write: Python floor, encoder and writer threads",
-                lambda: write_encoder_and_writer(places["floor-pipe"], chunks, codec),  # noqa: B023
+                lambda: write_encoder_and_writer(places["floor-pipe"], chunks, encode_chunk),  # noqa: B023
             )
             timed(
                 "write: Python floor with a library's duties (as the full run's)",
                 lambda: write_with_duties(places["floor-duties"], data, spec),  # noqa: B023
             )
-            timed("write: encoding alone, two threads", lambda: _encode_two_threads(chunks, codec))
+            timed("write: encoding alone, two threads", lambda: _encode_two_threads(chunks, encode_chunk))
             for name, engine in engines.items():
                 timed(f"write: {name}", lambda e=engine, n=name: e.write(places[n], data, spec))  # noqa: B023
             if reads:
