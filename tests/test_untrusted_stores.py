@@ -436,6 +436,20 @@ def test_writing_below_a_linked_directory_is_refused(planted: tuple[Path, Path])
     assert snapshot(outside) == before
 
 
+def test_writing_through_links_is_judged_at_each_link_below_the_root(planted: tuple[Path, Path]) -> None:
+    root, outside = planted
+    before = snapshot(outside)
+    (root / "grp" / "inner").symlink_to(root / "arr", target_is_directory=True)  # stays in the root
+    (root / "arr" / "away").symlink_to(outside / "dir", target_is_directory=True)  # leaves it, one link deeper
+    store = LocalStore(root)
+    store.set_sync("grp/inner/c/new/file", b"kept inside")  # directories made below a link that stays inside
+    assert (root / "arr" / "c" / "new" / "file").read_bytes() == b"kept inside"
+    for key in ("grp/inner/away/precious", "grp/inner/away/made/file", "arr/away/nested/deep"):
+        with pytest.raises(StoreError, match=r"the path leads outside the store root .*does not write"):
+            store.set_sync(key, b"overwritten")
+    assert snapshot(outside) == before
+
+
 def test_reading_through_a_link_out_of_the_root_is_refused_and_inside_it_allowed(planted: tuple[Path, Path]) -> None:
     root, _ = planted
     store = LocalStore(root)
