@@ -266,3 +266,46 @@ def test_a_large_chunk_failing_to_encode_raises_and_leaves_every_stored_chunk_wh
             assert chunk.min() == chunk.max() and chunk.min() in (1, 2), (row, column)  # whole, old or new
     assert stored[256, 256] == 1
     assert locks._process_locks == {}
+
+
+class _LoopOnlyMemoryStore(MemoryStore):
+    """A MemoryStore without blocking I/O: every chunk is written by the general path, one task each."""
+
+    supports_sync_io = False
+
+
+def _stored_chunks(store: Any) -> dict[str, bytes]:
+    """The chunk keys and bytes of ``store`` (a local path or a MemoryStore), metadata left out."""
+    if isinstance(store, str):
+        stored = {key.replace(os.sep, "/"): value for key, value in _chunk_files(Path(store)).items()}
+    else:
+
+        async def keys() -> list[str]:
+            return [key async for key in store.list_prefix("")]
+
+        stored = {key: bytes(store.get_sync(key)) for key in asyncio.run(keys())}
+    return {key: value for key, value in stored.items() if not key.endswith(("zarr.json", ".zarray", ".zattrs"))}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("write_empty_chunks", [False, True])
+def test_whole_large_chunks_store_the_general_paths_bytes_edges_and_fill_included(
+    tmp_path: Path, zarr_format: int, write_empty_chunks: bool
+) -> None:
+    # 5 x 4 chunks of 128 KiB, the last row and column cut by the array's edge, one of them all fill.
+    options: dict[str, Any] = {"shape": (1200, 900), "chunks": (256, 256), "dtype": "u2", "zarr_format": zarr_format}
+    data = np.random.default_rng(9).integers(1, 1000, options["shape"], dtype="u2")
+    data[256:512, 512:768] = 0
+    reference = _LoopOnlyMemoryStore()
+    za.create(store=reference, write_empty_chunks=write_empty_chunks, **options)[...] = data
+    expected = _stored_chunks(reference)
+    assert len(expected) == 20 - (not write_empty_chunks)
+    for store in (str(tmp_path / "local.zarr"), MemoryStore()):
+        array = za.create(store=store, write_empty_chunks=write_empty_chunks, **options)
+        array[...] = data  # the facade's way: no event loop
+        assert _stored_chunks(store) == expected
+        again = za.open_array(store, mode="r+", write_empty_chunks=write_empty_chunks).async_array
+        asyncio.run(again.setitem(Ellipsis, data[::-1]))  # the event loop's batches
+        asyncio.run(again.setitem(Ellipsis, data))
+        assert _stored_chunks(store) == expected
+        np.testing.assert_array_equal(array[...], data)
