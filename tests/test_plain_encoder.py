@@ -12,6 +12,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 import pytest
+from numcodecs import blosc
 
 import asyncarr.sync as za
 from asyncarr.codecs import CodecPipeline
@@ -132,18 +133,24 @@ def test_blosc_compressor_calls_numcodecs_directly_with_the_same_bytes() -> None
             compress = blosc_compressor(codec, np.dtype(dtype), None)
             assert compress != codec.encode, dtype  # the direct call, not the fallback
             assert bytes(compress(chunk)) == codec.encode(chunk), (dtype, shuffle)
+            wide = np.zeros((len(chunk), 2), dtype=chunk.dtype)
+            wide[:, 0] = chunk
+            strided = wide[:, 0]  # not contiguous: compressed as its contiguous copy
+            assert bytes(compress(strided)) == codec.encode(chunk), (dtype, shuffle)
 
 
 def test_blosc_compressor_keeps_blosc_encode_where_the_direct_call_differs_or_refuses() -> None:
-    # A typesize the codec holds but its configuration does not show: with it given, direct; without, not.
-    hidden = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE, typesize=4)
-    assert blosc_compressor(hidden, np.dtype("u1"), None) == hidden.encode
-    given = blosc_compressor(hidden, np.dtype("u1"), 4)
     chunk = np.arange(4000, dtype="u1")
-    assert given != hidden.encode and bytes(given(chunk)) == hidden.encode(chunk)
+    # A typesize the codec holds but its configuration does not show: given, the direct call makes
+    # the codec's bytes; not given, it would not, and Blosc.encode makes them.
+    hidden = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE, typesize=4)
+    assert bytes(blosc_compressor(hidden, np.dtype("u1"), None)(chunk)) == hidden.encode(chunk)
+    assert bytes(blosc_compressor(hidden, np.dtype("u1"), 4)(chunk)) == hidden.encode(chunk)
+    assert blosc.compress(chunk, b"lz4", 5, numcodecs.Blosc.SHUFFLE, 0, None) != hidden.encode(chunk)
     # Datetimes have no buffer of their own: numcodecs' Blosc.encode views them as integers first.
     plain = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)
-    assert blosc_compressor(plain, np.dtype("M8[s]"), None) == plain.encode
+    dates = np.arange(0, 600, dtype="M8[s]").reshape(20, 30)[:, ::2]  # a strided view, copied first
+    assert bytes(blosc_compressor(plain, dates.dtype, None)(dates)) == plain.encode(np.ascontiguousarray(dates))
 
 
 def test_blosc_compressor_refuses_what_blosc_encode_refuses() -> None:

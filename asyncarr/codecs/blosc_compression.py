@@ -29,29 +29,35 @@ _PROBE_ITEMS = 257
 
 
 def blosc_compressor(codec: Any, dtype: np.dtype, typesize: int | None) -> Callable[[np.ndarray], Any]:
-    """A function compressing a C-contiguous array of ``dtype`` as ``codec.encode`` (a numcodecs
-    Blosc codec whose typesize is ``typesize``, None for the buffer's item size) would, byte for
-    byte; ``codec.encode`` itself where the direct call does not give the same bytes on a probe."""
+    """A function compressing an array of ``dtype`` (any layout: its C-ordered bytes) as
+    ``codec.encode`` (a numcodecs Blosc codec whose typesize is ``typesize``, None for the
+    buffer's item size) would its C-contiguous copy, byte for byte. Where the direct call does not
+    give ``codec.encode``'s bytes on a probe, ``codec.encode`` of that copy."""
     config = codec.get_config()
     try:
         settings = (str(config["cname"]).encode("ascii"), config["clevel"], config["shuffle"], config["blocksize"])
     except (KeyError, TypeError, UnicodeEncodeError):
         return codec.encode
-    compress = blosc.compress
+    compress, contiguous = blosc.compress, np.ascontiguousarray
     largest = getattr(codec, "max_buffer_size", 2**31 - 1)
     encode_checked = codec.encode
 
     def compress_chunk(chunk: np.ndarray) -> Any:
+        if not chunk.flags.c_contiguous:
+            chunk = contiguous(chunk)
         if chunk.nbytes > largest:  # Blosc.encode's own error for what Blosc cannot take
             return encode_checked(chunk)
         return compress(chunk, *settings, typesize)
+
+    def encode_copy(chunk: np.ndarray) -> Any:
+        return encode_checked(contiguous(chunk))
 
     probe = _probe(dtype)
     try:
         same = bytes(compress_chunk(probe)) == bytes(codec.encode(probe))
     except Exception:  # the direct call refuses what Blosc.encode takes (or both refuse): keep Blosc.encode
         same = False
-    return compress_chunk if same else codec.encode
+    return compress_chunk if same else encode_copy
 
 
 def _probe(dtype: np.dtype) -> np.ndarray:

@@ -522,13 +522,7 @@ class _V2Pipeline(CodecPipeline):
             return None
         # What `_encode` ends in, given the C-ordered typed array: numcodecs' compression function,
         # called directly (`blosc_compressor`), with the typesize the configuration gave the codec.
-        typesize = self._compressor_typesize
-        compress = blosc_compressor(self._compressor, self.dtype, typesize)
-
-        def encode(chunk: np.ndarray) -> Buffer:
-            return compress(chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk))
-
-        return encode
+        return blosc_compressor(self._compressor, self.dtype, self._compressor_typesize)
 
     def _filtered_nbytes(self, chunk_shape: tuple[int, ...]) -> int | None:
         """Bytes the filters turn a chunk into (what the compressor decodes to), where fixed."""
@@ -673,11 +667,14 @@ class _V3Pipeline(CodecPipeline):
         if not isinstance(self.bytes_bytes[0], BloscCodec):
             return None
         blosc_codec = self.bytes_bytes[0]
-        compress = blosc_compressor(blosc_codec.as_numcodecs(), np.dtype(np.uint8), blosc_codec.typesize)
+        # The bytes codec's output for an array already in the stored dtype is its C-ordered bytes.
+        # numcodecs takes Blosc's typesize from the codec where it has one: the typed array's bytes
+        # then compress as those bytes would. Without one, from the buffer: its bytes as uint8.
+        if blosc_codec.typesize is not None:
+            return blosc_compressor(blosc_codec.as_numcodecs(), self.dtype, blosc_codec.typesize)
+        compress = blosc_compressor(blosc_codec.as_numcodecs(), np.dtype(np.uint8), None)
 
         def encode(chunk: np.ndarray) -> Buffer:
-            # The bytes codec's output for an array already in the stored dtype: its C-ordered bytes
-            # as uint8 (numcodecs takes Blosc's typesize from the codec, else from that view).
             return compress(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
 
         return encode
