@@ -512,8 +512,9 @@ class LocalStore(Store):
     def _write_file(self, path: str, key: str, value: bytes, durable: bool | None = None) -> None:
         # os.replace swaps the directory entry: a link at ``path`` is replaced, its target left alone.
         # ``durable`` None: as the store says (`fsync`); callers writing many files ask it once.
-        self._check_parent_inside(path, key, "write")
         directory = path[: path.rindex(os.sep)]  # paths are root + os.sep + key: no need for os.path's generality
+        if directory not in self._inside_directories:  # `_check_parent_inside`, inline: once a file counts
+            self._check_directory_inside(directory, key, "write")
         temp_path = f"{directory}{os.sep}{_TEMP_PREFIX}{_temp_token}-{next(_temp_names)}"
         if durable is None:
             durable = self.fsync
