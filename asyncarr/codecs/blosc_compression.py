@@ -4,9 +4,9 @@
 checks, a flattening reshape, a size check): about 4 us of Python a call on this project's VM,
 against 16 us for compressing a 2 KiB chunk with Zstandard. When many small chunks are written
 on two threads, that Python holds the GIL while the other thread waits for it (round 11 in
-``docs/performance.md``). The plain encoders of `asyncarr.codecs.pipeline` hand an array that
-is already C-contiguous straight to ``numcodecs.blosc.compress`` with the codec's own settings:
-the same function ``Blosc.encode`` ends in, so the same bytes.
+``docs/performance.md``). The plain encoders of `asyncarr.codecs.pipeline` hand each chunk
+(made C-contiguous first, as ``Blosc.encode`` requires) straight to ``numcodecs.blosc.compress``
+with the codec's own settings: the same function ``Blosc.encode`` ends in, so the same bytes.
 
 Whether the direct call gives those bytes is checked once, on a probe, before it is used: a
 setting the codec keeps out of its configuration (numcodecs' ``typesize``), a dtype the buffer
@@ -25,7 +25,7 @@ from numcodecs import blosc
 __all__ = ["blosc_compressor"]
 
 _PROBE_ITEMS = 257
-"""Items in the probe: enough for Blosc to shuffle and compress, not to split into blocks."""
+"""Items in the probe: enough for Blosc to shuffle and compress them, few enough to cost nothing."""
 
 
 def blosc_compressor(codec: Any, dtype: np.dtype, typesize: int | None) -> Callable[[np.ndarray], Any]:
