@@ -6,6 +6,7 @@ The behaviour every store shares is tested once, in test_stores.py.
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import re
 import subprocess
@@ -357,6 +358,53 @@ def test_batched_writes_without_fsync_are_written_on_the_calling_thread_each_cou
     assert files_under(tmp_path) == dict(items)
     metrics = store.metrics()
     assert metrics.requests == {"set": 16} and metrics.bytes_written == 16 * 2000
+
+
+def test_batched_writes_name_files_relative_to_their_directory_opened_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kernel walks a key's whole path once per directory, not three times a file (open,
+    # rename's two names): each directory is opened once, or twice where its first file made it.
+    store = LocalStore(tmp_path)
+    store.set_sync("c/0/0", b"old")  # one directory there before the batch
+    opened: list[str] = []
+    relative: list[str] = []
+    real_open, real_write_file = LocalStore._open_directory, LocalStore._write_file
+
+    def watched_open(self: LocalStore, directory: str, key: str) -> int | None:
+        opened.append(os.path.relpath(directory, tmp_path))
+        return real_open(self, directory, key)
+
+    def watched_write(self: LocalStore, path: str, key: str, value: Any, durable: Any, directory_fd: Any) -> None:
+        if directory_fd is not None:
+            relative.append(key)
+        real_write_file(self, path, key, value, durable, directory_fd)
+
+    monkeypatch.setattr(LocalStore, "_open_directory", watched_open)
+    monkeypatch.setattr(LocalStore, "_write_file", watched_write)
+    items = [(f"c/{i}/{j}", bytes([i, j]) * 100) for i in range(3) for j in range(4)]
+    store.set_many_sync(items)
+    assert files_under(tmp_path) == dict(items)
+    assert opened == ["c/0", "c/1", "c/1", "c/2", "c/2"]  # c/1 and c/2 made by their first file
+    assert relative == [key for key, _ in items if key not in ("c/1/0", "c/2/0")]
+    assert not [name for name in files_under(tmp_path) if ".asyncarr-tmp-" in name]
+
+
+def test_a_directory_removed_after_it_was_opened_is_made_again(tmp_path: Path) -> None:
+    # Deleting a directory's last key prunes the directory: a batch holding it open then writes
+    # by the whole path, making the directory again, rather than failing.
+    store = LocalStore(tmp_path)
+    store.set_sync("c/0/0", b"old")
+    directory = str(tmp_path / "c" / "0")
+    directory_fd = store._open_directory(directory, "c/0/1")
+    assert directory_fd is not None
+    try:
+        store.delete_sync("c/0/0")  # prunes c/0 and c, now empty
+        assert not (tmp_path / "c").exists()
+        store._write_file(os.path.join(directory, "1"), "c/0/1", b"new", False, directory_fd)
+    finally:
+        os.close(directory_fd)
+    assert files_under(tmp_path) == {"c/0/1": b"new"}
 
 
 def test_batched_writes_stop_at_the_first_failure_naming_its_key(tmp_path: Path) -> None:

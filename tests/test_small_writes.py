@@ -31,12 +31,12 @@ class _RecordingStore(LocalStore):
         self.fail_at = fail_at
         self.writers: list[str] = []
 
-    def _write_file(self, path: str, key: str, value: Any, durable: bool | None = None) -> None:  # every file's write
+    def _write_file(self, path: str, key: str, value: Any, *args: Any) -> None:  # every file's write
         if key == self.fail_at:
             raise self._error(key, OSError(28, "No space left on device"))  # as LocalStore reports one
         if not key.startswith("."):  # chunks, not the metadata documents (written on the store's I/O threads)
             self.writers.append(threading.current_thread().name)
-        super()._write_file(path, key, value, durable)
+        super()._write_file(path, key, value, *args)
 
 
 def _files(root: Path) -> list[str]:

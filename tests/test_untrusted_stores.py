@@ -450,6 +450,25 @@ def test_writing_through_links_is_judged_at_each_link_below_the_root(planted: tu
     assert snapshot(outside) == before
 
 
+def test_batched_writes_below_a_linked_directory_are_refused_and_write_nothing_outside(
+    planted: tuple[Path, Path],
+) -> None:
+    # set_many_sync opens each key's directory once and names its files relative to it: the
+    # directory is judged before it is opened, as a single write's would be.
+    root, outside = planted
+    before = snapshot(outside)
+    store = LocalStore(root)
+    for items in (
+        [("grp/linked/precious", b"overwritten")],
+        [("grp/kept", b"inside"), ("grp/linked/precious", b"overwritten"), ("grp/linked/new", b"made")],
+        [("grp/linked/made/file", b"made")],
+    ):
+        with pytest.raises(StoreError, match=r"grp/linked/.*: the path leads outside the store root .*does not write"):
+            store.set_many_sync(items)
+    assert snapshot(outside) == before
+    assert (root / "grp" / "kept").read_bytes() == b"inside"  # the batch's files before the refused one
+
+
 def test_reading_through_a_link_out_of_the_root_is_refused_and_inside_it_allowed(planted: tuple[Path, Path]) -> None:
     root, _ = planted
     store = LocalStore(root)
