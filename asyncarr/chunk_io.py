@@ -38,10 +38,10 @@ from .codecs.pipeline import CodecPipeline, naming_url
 from .codecs.sharding import ShardingCodec, inner_chunks_written_when_empty
 from .concurrency import CodecBatcher, for_each_concurrently
 from .errors import CodecError
-from .indexing import ChunkProjection
+from .indexing import ChunkProjection, side_by_side_chunks
 from .locks import ProcessSynchronizer, chunk_lock, release_chunk_locks, try_chunk_lock, try_chunk_locks
 from .shards import open_shard_sync, partial_read_codec, read_shard_region, read_shard_region_blocking
-from .small_writes import BATCH_CHUNKS, EncodeChunk, EncodeThenWrite
+from .small_writes import BATCH_CHUNKS, EncodeChunk, EncodeThenWrite, EncodeWhole, StagedEncoding
 from .stores.base import Store
 
 __all__ = ["ChunkIO"]
@@ -475,6 +475,22 @@ class ChunkIO:
         def encoded_chunk(projection: ChunkProjection, key: str) -> Any:
             return self._encoded_chunk(projection, key, value, write_empty, as_buffer)
 
+        encode_whole = self._whole_chunk_encoder(value, write_empty)
+        if encode_whole is None:
+            return encoded_chunk
+        grid = self.grid
+
+        def plainly_encoded_chunk(projection: ChunkProjection, key: str) -> Any:
+            chunk = value[projection.out_selection]
+            if not (projection.is_complete_chunk and chunk.shape == grid):
+                return encoded_chunk(projection, key)  # at the array's edge, or written in part
+            return encode_whole(chunk, key)
+
+        return plainly_encoded_chunk
+
+    def _whole_chunk_encoder(self, value: np.ndarray, write_empty: bool) -> EncodeWhole | None:
+        """For writes from ``value`` whose chunks the pipeline's plain encoder can take: what to store
+        for one whole chunk of values (any layout), or None to delete its key; else None."""
         encode = self.pipeline.plain_encoder
         if (
             encode is None
@@ -484,13 +500,10 @@ class ChunkIO:
             or value.dtype != self.dtype
             or self.dtype.kind == "O"
         ):
-            return encoded_chunk
-        grid, is_fill, key_url = self.grid, self.is_fill, self.store.key_url
+            return None
+        is_fill, key_url = self._whole_chunk_is_fill, self.store.key_url
 
-        def plainly_encoded_chunk(projection: ChunkProjection, key: str) -> Any:
-            chunk = value[projection.out_selection]
-            if not (projection.is_complete_chunk and chunk.shape == grid):
-                return encoded_chunk(projection, key)  # at the array's edge, or written in part
+        def encode_whole(chunk: np.ndarray, key: str) -> Any:
             if not write_empty and is_fill(chunk):
                 return None
             try:
@@ -498,7 +511,32 @@ class ChunkIO:
             except Exception as exc:
                 raise CodecError(f"chunk {key_url(key)}: cannot encode: {exc}") from exc
 
-        return plainly_encoded_chunk
+        return encode_whole
+
+    def _staged_encoding(self, value: np.ndarray, write_empty: bool) -> StagedEncoding | None:
+        """For `small_writes`: each batch's whole chunks copied out of ``value`` in one go where they
+        lie side by side (`side_by_side_chunks`), then encoded from that copy; None where the plain
+        encoder does not apply.
+
+        One copy a batch instead of one a chunk: NumPy lets go of the GIL for each copy of a 2 KiB
+        chunk, and the writing thread, whose system calls return meanwhile, then takes it, so the
+        encoding thread waits for it back before it reaches the compressor.
+        """
+        encode_whole = self._whole_chunk_encoder(value, write_empty)
+        if encode_whole is None:
+            return None
+        grid, ndim = self.grid, len(self.grid)
+        # (*grid[:-1], chunks in the run, grid[-1]) -> the run's chunks first, each in C order
+        axes = (ndim - 1, *range(ndim - 1), ndim)
+
+        def stage(projections: Sequence[ChunkProjection]) -> np.ndarray | None:
+            selection = side_by_side_chunks(projections, grid)
+            if selection is None:
+                return None
+            run = value[selection].reshape(*grid[:-1], len(projections), grid[-1])
+            return np.ascontiguousarray(run.transpose(axes))
+
+        return StagedEncoding(stage, encode_whole)
 
     async def _encode_then_write(
         self, projections: list[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
@@ -511,8 +549,10 @@ class ChunkIO:
     def _small_chunk_write(
         self, projections: list[ChunkProjection], value: np.ndarray, deferred: list[ChunkProjection]
     ) -> EncodeThenWrite:
-        encode_chunk = self._chunk_encoder(value, self.write_empty(), self._writes_buffers)
-        return EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred)
+        write_empty = self.write_empty()
+        encode_chunk = self._chunk_encoder(value, write_empty, self._writes_buffers)
+        staged = self._staged_encoding(value, write_empty)
+        return EncodeThenWrite(self.store, projections, self.chunk_key, encode_chunk, deferred, staged)
 
     @property
     def _writes_unflushed_in_process(self) -> bool:
@@ -731,6 +771,26 @@ class ChunkIO:
         if missing_fill:
             return bool(is_missing(chunk).all())  # type: ignore[misc]
         return bool((chunk == self.fill).all())
+
+    @functools.cached_property
+    def _whole_chunk_is_fill(self) -> Callable[[np.ndarray], bool]:
+        """`is_fill` for whole chunks of this array's dtype, with what depends on the dtype alone
+        (which test, whether the fill is NaN) worked out once rather than once a chunk."""
+        is_missing = _MISSING_TESTS.get(self.dtype.kind)
+        fill = self.fill
+        if self.dtype.kind == "O":
+            return self.is_fill
+        if is_missing is not None and bool(is_missing(np.asarray(fill, self.dtype))):
+
+            def all_missing(chunk: np.ndarray) -> bool:
+                return bool(is_missing(chunk.flat[0])) and bool(is_missing(chunk).all())
+
+            return all_missing
+
+        def all_fill(chunk: np.ndarray) -> bool:  # real data almost always differs at the first element
+            return bool(chunk.flat[0] == fill) and bool((chunk == fill).all())
+
+        return all_fill
 
     def encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool, as_buffer: bool = False) -> Any:
         """Encoded chunk bytes (any buffer if ``as_buffer``), or None when the chunk is all fill and

@@ -56,6 +56,7 @@ __all__ = [
     "SliceDimIndexer",
     "block_result",
     "block_selection_slices",
+    "side_by_side_chunks",
 ]
 
 _INVALID_INDEX_MESSAGE = (
@@ -496,3 +497,40 @@ def block_result(selected: Any, dtype: np.dtype) -> np.ndarray:
     result = np.empty((), dtype=dtype)
     result[()] = selected
     return result
+
+
+def side_by_side_chunks(projections: Sequence[ChunkProjection], chunks: tuple[int, ...]) -> tuple[slice, ...] | None:
+    """The out selection holding all of ``projections`` when they are whole chunks of shape
+    ``chunks`` lying side by side along the last axis of the output (each starting where the one
+    before it stops, all alike along every other axis), so that one copy can take them all; else None.
+
+    Its values, reshaped to ``(*chunks[:-1], len(projections), chunks[-1])`` with that third-last
+    axis moved first, are the chunks in order."""
+    first = projections[0].out_selection
+    if len(first) != len(chunks) or not all(map(_is_plain_slice, first, chunks)):
+        return None
+    leading, stop = first[:-1], first[-1].start
+    for projection in projections:
+        selection = projection.out_selection
+        last = selection[-1]
+        if not (
+            projection.is_complete_chunk
+            and _is_plain_slice(last, chunks[-1])
+            and last.start == stop
+            and all(map(_is_plain_slice, selection[:-1], chunks))
+            and selection[:-1] == leading
+        ):
+            return None
+        stop = last.stop
+    return (*leading, slice(first[-1].start, stop))
+
+
+def _is_plain_slice(selection: Any, extent: int) -> bool:
+    """Whether ``selection`` is a slice of ``extent`` consecutive items, its bounds given."""
+    return (
+        type(selection) is slice
+        and type(selection.start) is int
+        and type(selection.stop) is int
+        and selection.step in (None, 1)
+        and selection.stop - selection.start == extent
+    )

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from .indexing import ChunkProjection
 from .locks import release_chunk_locks, try_chunk_locks
 from .stores.base import Store
 
-__all__ = ["EncodeThenWrite"]
+__all__ = ["EncodeThenWrite", "EncodeWhole", "StagedEncoding"]
 
 BATCH_CHUNKS = 32
 """Chunks encoded (or written) in one go: a few hundred microseconds of work, so the writing
@@ -34,8 +36,19 @@ MOST_ENCODED_BATCHES = 8
 
 EncodeChunk = Callable[[ChunkProjection, str], Any]
 """Encode one chunk whose lock the caller holds: its bytes to store, or None to delete its key."""
+EncodeWhole = Callable[[np.ndarray, str], Any]
+"""Encode one whole chunk of values (any memory layout) for its key: its bytes, or None to delete the key."""
 Encoded = list[tuple[str, Any, Any]]
 """One encoded batch: (chunk key, bytes or None, the chunk's lock)."""
+
+
+class StagedEncoding(NamedTuple):
+    """A batch's chunks copied out of the written value at once, then each encoded from that copy."""
+
+    stage: Callable[[Sequence[ChunkProjection]], np.ndarray | None]
+    """The batch's chunks, one after another in a new array, or None where one copy cannot take them."""
+    encode: EncodeWhole
+    """Encode one of those chunks."""
 
 
 class EncodeThenWrite:
@@ -48,8 +61,10 @@ class EncodeThenWrite:
         chunk_key: Callable[[tuple[int, ...]], str],
         encode_chunk: EncodeChunk,
         deferred: list[ChunkProjection],
+        staged: StagedEncoding | None = None,
     ) -> None:
         self._store = store
+        self._staged = staged  # batches copied at once where they can be, else `encode_chunk` each
         self._chunk_key = chunk_key
         self._encode_chunk = encode_chunk
         self._deferred = deferred  # chunks another writer holds: the caller writes them after, taking turns
@@ -98,12 +113,16 @@ class EncodeThenWrite:
         keys = [chunk_key(projection.chunk_coords) for projection in projections]
         locks = try_chunk_locks(self._store.location, keys)
         encoded: Encoded = []
+        staged = self._staged
         try:
-            for projection, key, lock in zip(projections, keys, locks, strict=True):
+            chunks = None if staged is None else staged.stage(projections)
+            for index, (projection, key, lock) in enumerate(zip(projections, keys, locks, strict=True)):
                 if lock is None:
                     self._deferred.append(projection)
-                else:
+                elif staged is None or chunks is None:
                     encoded.append((key, encode_chunk(projection, key), lock))
+                else:
+                    encoded.append((key, staged.encode(chunks[index], key), lock))
         except BaseException:
             release_chunk_locks([lock for lock in locks if lock is not None])
             raise

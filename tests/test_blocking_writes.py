@@ -309,3 +309,47 @@ def test_whole_large_chunks_store_the_general_paths_bytes_edges_and_fill_include
         asyncio.run(again.setitem(Ellipsis, data))
         assert _stored_chunks(store) == expected
         np.testing.assert_array_equal(array[...], data)
+
+
+RUNS_OF_SMALL_CHUNKS: dict[str, dict[str, Any]] = {
+    # 64 chunks a row of chunks: `small_writes`' batches of 32 each lie side by side in one copy
+    "2-d": {"shape": (64, 1024), "chunks": (16, 16), "dtype": "u2", "fill_value": 0},
+    "3-d": {"shape": (4, 16, 512), "chunks": (2, 8, 8), "dtype": "i4", "fill_value": 0},
+    "1-d": {"shape": (8192,), "chunks": (64,), "dtype": "u2", "fill_value": 0},
+    "NaN fill": {"shape": (64, 1024), "chunks": (16, 16), "dtype": "f4", "fill_value": float("nan")},
+}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("write_empty_chunks", [False, True])
+@pytest.mark.parametrize("layout", list(RUNS_OF_SMALL_CHUNKS))
+def test_runs_of_small_chunks_copied_at_once_store_the_general_paths_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zarr_format: int, write_empty_chunks: bool, layout: str
+) -> None:
+    options = {**RUNS_OF_SMALL_CHUNKS[layout], "zarr_format": zarr_format}
+    shape, chunks = options["shape"], options["chunks"]
+    data = np.random.default_rng(4).integers(1, 1000, shape).astype(options["dtype"])
+    fill_chunk = tuple(slice(c, 2 * c) for c in chunks)  # the second chunk along each axis: all fill
+    data[fill_chunk] = options["fill_value"]
+    reference = _LoopOnlyMemoryStore()
+    za.create(store=reference, write_empty_chunks=write_empty_chunks, **options)[...] = data
+    expected = _stored_chunks(reference)
+    assert len(expected) == np.prod([s // c for s, c in zip(shape, chunks, strict=True)]) - (not write_empty_chunks)
+    runs: list[Any] = []
+    real_runs = asyncarr.chunk_io.side_by_side_chunks
+
+    def counted(projections: Any, grid: tuple[int, ...]) -> Any:
+        runs.append(real_runs(projections, grid))
+        return runs[-1]
+
+    monkeypatch.setattr(asyncarr.chunk_io, "side_by_side_chunks", counted)
+    for writer in ("facade", "event loop"):
+        path = str(tmp_path / f"{writer}.zarr")
+        array = za.create(store=path, write_empty_chunks=write_empty_chunks, **options)
+        if writer == "facade":
+            array[...] = data  # the caller and one codec thread, no event loop
+        else:
+            asyncio.run(array.async_array.setitem(Ellipsis, data))  # `small_writes` on two codec threads
+        assert _stored_chunks(path) == expected, writer
+        np.testing.assert_array_equal(array[...], data)
+    assert runs and all(run is not None for run in runs)  # every batch was one copy

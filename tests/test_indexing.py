@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncarr.indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer
+from asyncarr.indexing import BasicIndexer, ChunkProjection, OrthogonalIndexer, side_by_side_chunks
 
 # Padding of edge chunks beyond the array: a projection that reads it shows up as a wrong value.
 PAD = -1
@@ -485,3 +485,27 @@ def test_orthogonal_selection_with_an_index_array_before_an_ellipsis() -> None:
     a = np.arange(60).reshape(3, 4, 5)
     indexer = OrthogonalIndexer(([2, 0], Ellipsis, [True, False, False, True, True]), a.shape, (2, 3, 2))
     np.testing.assert_array_equal(chunked_read(a, (2, 3, 2), indexer), a[np.ix_([2, 0], range(4), [0, 3, 4])])
+
+
+def test_side_by_side_chunks_finds_runs_one_copy_can_take_and_nothing_else() -> None:
+    grid = (8, 10)
+    whole = list(BasicIndexer((slice(None), slice(None)), (64, 100), grid))
+    assert side_by_side_chunks(whole[:10], grid) == (slice(0, 8), slice(0, 100))  # one row of chunks
+    assert side_by_side_chunks(whole[3:7], grid) == (slice(0, 8), slice(30, 70))
+    assert side_by_side_chunks(whole[8:12], grid) is None  # across two rows
+    assert side_by_side_chunks(whole[:3] + whole[4:6], grid) is None  # a gap
+    edge = list(BasicIndexer((slice(None), slice(None)), (64, 95), grid))
+    assert side_by_side_chunks(edge[:9], grid) == (slice(0, 8), slice(0, 90))
+    assert side_by_side_chunks(edge[:10], grid) is None  # the last is cut by the array's edge
+    part = list(BasicIndexer((slice(0, 7), slice(None)), (64, 100), grid))
+    assert side_by_side_chunks(part[:3], grid) is None  # parts of chunks
+    dropped = list(BasicIndexer((3, slice(None)), (64, 100), grid))
+    assert side_by_side_chunks(dropped[:3], grid) is None  # an integer-indexed axis
+    stepped = list(BasicIndexer((slice(None), slice(None, None, 2)), (64, 100), (8, 1)))
+    # Every other chunk of one column: side by side in the value all the same.
+    assert side_by_side_chunks(stepped[:3], (8, 1)) == (slice(0, 8), slice(0, 3))
+    # The run's values, reshaped and its chunk axis moved first, are the chunks in order.
+    values = np.arange(64 * 100).reshape(64, 100)
+    run = values[side_by_side_chunks(whole[12:17], grid)].reshape(8, 5, 10).transpose(1, 0, 2)
+    for projection, chunk in zip(whole[12:17], run, strict=True):
+        np.testing.assert_array_equal(chunk, values[projection.out_selection])
