@@ -369,7 +369,7 @@ class _GridIndexer:
         out_selections = itertools.product(*([p.dim_out_selection for p in per_dim[axis]] for axis in self._kept_axes))
         completes = itertools.product(*([p.is_complete for p in dim] for dim in per_dim))
         if not self._needs_ix:
-            # map() in C rather than a loop in this generator: 4096 projections in 0.6 ms, not 1.0.
+            # map() in C rather than a loop in this generator: W2's 4096 projections in 0.91 ms, not 1.0.
             yield from map(ChunkProjection, coords, chunk_selections, out_selections, map(all, completes))
             return
         chunks, shape = self.chunks, self.shape

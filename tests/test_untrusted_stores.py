@@ -469,6 +469,16 @@ def test_batched_writes_below_a_linked_directory_are_refused_and_write_nothing_o
     assert (root / "grp" / "kept").read_bytes() == b"inside"  # the batch's files before the refused one
 
 
+def test_batched_writes_below_a_planted_fifo_fail_at_once(tmp_path: Path) -> None:
+    # Opening the directory a batch writes into must not wait for a writer that never comes.
+    os.makedirs(tmp_path / "c")
+    os.mkfifo(tmp_path / "c" / "0")
+    store = LocalStore(tmp_path)
+    with pytest.raises(StoreError, match=r"c/0/0"):
+        store.set_many_sync([("c/0/0", b"chunk"), ("c/0/1", b"chunk")])
+    assert sorted(os.listdir(tmp_path / "c")) == ["0"]
+
+
 def test_reading_through_a_link_out_of_the_root_is_refused_and_inside_it_allowed(planted: tuple[Path, Path]) -> None:
     root, _ = planted
     store = LocalStore(root)

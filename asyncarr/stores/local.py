@@ -65,6 +65,7 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # Where files can be named relative to an open directory (not on Windows): `_write_files_here`.
 _WRITES_RELATIVE = {os.open, os.rename, os.unlink} <= os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+# O_DIRECTORY refuses anything else (a planted FIFO included) before opening it.
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)  # what open(path, "xb") asks
 _LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
