@@ -14,7 +14,8 @@ times the writes alone on W1's data (8192 x 8192 float32, chunks 512 x 512, Blos
   so they sit a little below any real client. asyncarr and tensorstore read tensorstore's files.
 - writing: numcodecs' Blosc compression of each chunk (``numcodecs.blosc.compress`` itself, as
   asyncarr's plain encoders call it: ``Blosc.encode``'s checks cost about 4 us a chunk), then a
-  temporary file renamed over the key (the atomic write every client here does), on one thread,
+  temporary file renamed over the key (the atomic write asyncarr and tensorstore make; zarrs writes
+  chunk files in place), on one thread,
   on two (each thread half of the chunks: the encoder and the file system calls release the
   GIL), and on two with one thread preferring to encode and the other to write (asyncarr's way
   for small chunks, since round 7), and with a library's duties per chunk

@@ -8,7 +8,8 @@ every engine here does on this 2-core machine:
 - writing = each inner chunk copied out contiguous and ``Blosc.encode``-d (first checking one
   element for the fill value, as the byte-identical shard requires) and copied into one buffer,
   then the index of little-endian uint64 pairs and its CRC-32C, all written with ``os.write``
-  to a temporary file renamed over the key (the atomic write every engine here does);
+  to a temporary file renamed over the key (the atomic write asyncarr and tensorstore make; zarrs
+  writes shard files in place);
 - reading = the index read and checked, then the inner chunks in runs of at most 4 MiB
   (``os.pread``), each ``blosc.decompress``-ed into one reused array and copied into the
   output; and, beside it, the same with the shard read whole first.

@@ -2,7 +2,8 @@
 
 A floor is the least a client built a given way can take: here numcodecs' Blosc compression of
 each chunk (its compression function, as asyncarr calls it: `ArraySpec.blosc_compress`) and a
-temporary file renamed over its key, the atomic write every engine compared makes.
+temporary file renamed over its key: the atomic write asyncarr and tensorstore make (zarr-python
+with zarrs writes chunk files in place, truncating them first: round 12 in docs/performance.md).
 `write_with_duties` adds, per chunk, what a library owes its caller (see
 `write_encoder_and_writer`), so where even it is above a target, no Python client with
 asyncarr's guarantees meets that target.
