@@ -501,7 +501,7 @@ class ChunkIO:
             or self.dtype.kind == "O"
         ):
             return None
-        is_fill, key_url = self._whole_chunk_is_fill, self.store.key_url
+        is_fill, key_url = self._dtype_fill_test, self.store.key_url
 
         def encode_whole(chunk: np.ndarray, key: str) -> Any:
             if not write_empty and is_fill(chunk):
@@ -758,39 +758,15 @@ class ChunkIO:
         """Whether every element of ``chunk`` equals the fill value (NaN equal to NaN)."""
         if chunk.size == 0:
             return True
-        if chunk.dtype.kind == "O":
-            # Elements may be lists or arrays, whose == is elementwise: compare each as one object.
-            fill = self.fill
-            return all(item is fill or _same_scalar(item, fill) for item in chunk.flat)
-        is_missing = _MISSING_TESTS.get(chunk.dtype.kind)
-        missing_fill = is_missing is not None and bool(is_missing(np.asarray(self.fill, chunk.dtype)))
-        first = chunk.flat[0]
-        # Chunks of real data almost always differ at the first element: skip the full scan.
-        if not (is_missing(first) if missing_fill else bool(first == self.fill)):  # type: ignore[misc]
-            return False
-        if missing_fill:
-            return bool(is_missing(chunk).all())  # type: ignore[misc]
-        return bool((chunk == self.fill).all())
+        if chunk.dtype == self.dtype:
+            return self._dtype_fill_test(chunk)
+        return _fill_test(chunk.dtype, self.fill)(chunk)
 
     @functools.cached_property
-    def _whole_chunk_is_fill(self) -> Callable[[np.ndarray], bool]:
-        """`is_fill` for whole chunks of this array's dtype, with what depends on the dtype alone
-        (which test, whether the fill is NaN) worked out once rather than once a chunk."""
-        is_missing = _MISSING_TESTS.get(self.dtype.kind)
-        fill = self.fill
-        if self.dtype.kind == "O":
-            return self.is_fill
-        if is_missing is not None and bool(is_missing(np.asarray(fill, self.dtype))):
-
-            def all_missing(chunk: np.ndarray) -> bool:
-                return bool(is_missing(chunk.flat[0])) and bool(is_missing(chunk).all())
-
-            return all_missing
-
-        def all_fill(chunk: np.ndarray) -> bool:  # real data almost always differs at the first element
-            return bool(chunk.flat[0] == fill) and bool((chunk == fill).all())
-
-        return all_fill
+    def _dtype_fill_test(self) -> Callable[[np.ndarray], bool]:
+        """`is_fill` for non-empty chunks of this array's dtype, made once per array rather than once
+        a chunk: the whole-chunk encoders call it for every chunk they write."""
+        return _fill_test(self.dtype, self.fill)
 
     def encode_unless_fill(self, chunk: np.ndarray, key: str, write_empty: bool, as_buffer: bool = False) -> Any:
         """Encoded chunk bytes (any buffer if ``as_buffer``), or None when the chunk is all fill and
@@ -986,6 +962,30 @@ def _settle(
 
 # NaN and NaT never equal themselves: a fill value of either is matched by these tests instead.
 _MISSING_TESTS: dict[str, Callable[[Any], Any]] = {"f": np.isnan, "c": np.isnan, "m": np.isnat, "M": np.isnat}
+
+
+def _fill_test(dtype: np.dtype, fill: Any) -> Callable[[np.ndarray], bool]:
+    """Whether a non-empty array of ``dtype`` is all ``fill`` (NaN equal to NaN), with what depends
+    on the dtype alone (which test, whether the fill is NaN) worked out here, once."""
+    if dtype.kind == "O":
+
+        def all_same_objects(chunk: np.ndarray) -> bool:
+            # Elements may be lists or arrays, whose == is elementwise: compare each as one object.
+            return all(item is fill or _same_scalar(item, fill) for item in chunk.flat)
+
+        return all_same_objects
+    is_missing = _MISSING_TESTS.get(dtype.kind)
+    if is_missing is not None and bool(is_missing(np.asarray(fill, dtype))):
+
+        def all_missing(chunk: np.ndarray) -> bool:
+            return bool(is_missing(chunk.flat[0])) and bool(is_missing(chunk).all())
+
+        return all_missing
+
+    def all_fill(chunk: np.ndarray) -> bool:  # real data almost always differs at the first element
+        return bool(chunk.flat[0] == fill) and bool((chunk == fill).all())
+
+    return all_fill
 
 
 def _same_scalar(item: Any, fill: Any) -> bool:
