@@ -64,6 +64,7 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK
 # FreeBSD) and takes the checked path instead.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # Where files can be named relative to an open directory (not on Windows): `_write_files_here`.
+# os.replace takes the dir_fd arguments too, but is not listed in os.supports_dir_fd: os.rename stands for it.
 _WRITES_RELATIVE = {os.open, os.rename, os.unlink} <= os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
 # O_DIRECTORY refuses anything else (a planted FIFO included) before opening it.
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -371,7 +372,7 @@ class LocalStore(Store):
     def _check_parent_inside(self, path: str, key: str, action: str) -> None:
         """Raise StoreError if the directory of ``path`` resolves outside the root (``path`` itself may be a link)."""
         directory = path[: path.rindex(os.sep)]
-        if directory not in self._inside_directories:
+        if directory not in self._inside_directories:  # the cache test, before a call: reads make one a file
             self._check_directory_inside(directory, key, action)
 
     def _check_directory_inside(self, directory: str, key: str, action: str) -> None:
@@ -514,6 +515,7 @@ class LocalStore(Store):
                         if key_directory != directory:
                             if directory_fd is not None:
                                 os.close(directory_fd)
+                            # None first: a failing open below must not leave the closed descriptor to close again
                             directory, directory_fd, reopened = key_directory, None, False
                             directory_fd = self._open_directory(directory, key)
                         elif directory_fd is None and not reopened:  # the last file made the directory
@@ -533,8 +535,7 @@ class LocalStore(Store):
     def _open_directory(self, directory: str, key: str) -> int | None:
         """A descriptor of ``directory`` (checked to lie inside the root) to name its files by, or
         None where it cannot be opened (not there yet, or not readable): write by whole paths then."""
-        if directory not in self._inside_directories:
-            self._check_directory_inside(directory, key, "write")
+        self._check_directory_inside(directory, key, "write")
         try:
             return os.open(directory, _DIRECTORY_FLAGS)
         except OSError:
