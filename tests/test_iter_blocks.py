@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Coroutine
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +112,39 @@ def test_stopping_early_cancels_what_was_read_ahead() -> None:
     asyncio.run(asyncio.sleep(0.3))
     assert store.in_flight == 0
     assert store.requests <= 2 + 4
+
+
+def test_read_ahead_runs_prefetch_reads_while_the_caller_holds_a_value() -> None:
+    """The schedule the W9 floor shares: ``prefetch`` reads ahead while the caller holds a value,
+    ``prefetch + 1`` running while it waits for the first, values in the order given."""
+    from asyncarr.block_iteration import read_ahead
+
+    started: list[int] = []
+    running: set[int] = set()
+    ahead_while_held: list[int] = []
+    most_running = 0
+
+    async def read(key: int) -> int:
+        nonlocal most_running
+        running.add(key)
+        most_running = max(most_running, len(running))
+        await asyncio.sleep(0.03 if key % 3 == 0 else 0.01)  # later reads may end first
+        running.discard(key)
+        return key * 10
+
+    def start(key: int) -> Coroutine[None, None, int]:
+        started.append(key)  # counted when read_ahead starts the read, before it first runs
+        return read(key)
+
+    async def consume() -> list[tuple[int, int]]:
+        got = []
+        async for key, value in read_ahead(((key, lambda key=key: start(key)) for key in range(12)), prefetch=3):
+            got.append((key, value))
+            ahead_while_held.append(len(started) - len(got))
+            await asyncio.sleep(0.05)  # the caller's work: the reads ahead end meanwhile
+        return got
+
+    got = asyncio.run(consume())
+    assert got == [(key, key * 10) for key in range(12)]
+    assert ahead_while_held == [3] * 9 + [2, 1, 0]  # three ahead, none more, until the end
+    assert most_running == 4  # the first wait: the value asked for and three ahead
