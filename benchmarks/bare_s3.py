@@ -103,17 +103,20 @@ class BareS3:
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
         return self._session
 
-    async def _each(self, requests: Iterable[tuple[str, str, bytes | None]]) -> list[bytes]:
+    async def _send(self, method: str, key: str, body: bytes | None) -> bytes:
         session = await self._open()
+        async with session.request(method, self._base + key, data=body) as response:
+            answer = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"bare {method} of {key} answered {response.status}: figure void")
+            return answer
 
-        async def send(method: str, key: str, body: bytes | None) -> bytes:
-            async with session.request(method, self._base + key, data=body) as response:
-                answer = await response.read()
-                if response.status != 200:
-                    raise RuntimeError(f"bare {method} of {key} answered {response.status}: figure void")
-                return answer
+    async def _each(self, requests: Iterable[tuple[str, str, bytes | None]]) -> list[bytes]:
+        return await asyncio.gather(*(self._send(*request) for request in requests))
 
-        return await asyncio.gather(*(send(*request) for request in requests))
+    async def fetch(self, key: str) -> bytes:
+        """GET one key on the running (service) loop: its body."""
+        return await self._send("GET", key, None)
 
     async def _replace(self, bodies: dict[str, bytes], metadata: bytes) -> None:
         session = await self._open()
