@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import zlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -201,29 +201,25 @@ def block_iteration(
     bare = BareS3(s3, where)
     keys = chunk_keys(spec)  # C order, as the blocks come
 
-    async def iterate(prefetch: int, work: float) -> int:
+    def bare_blocks(prefetch: int) -> AsyncIterator[tuple[str, bytes]]:
+        return read_ahead(((key, lambda key=key: bare.fetch(key)) for key in keys), prefetch)
+
+    def region(index: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, spec.chunks, strict=True))
+
+    async def iterate(blocks_read: AsyncIterator[tuple[Any, Any]], work: float) -> int:
         seen = 0
-        async for _index, block in handle.iter_blocks(prefetch=prefetch):
+        async for _index, block in blocks_read:
             seen += 1
             if work:
                 await asyncio.sleep(work)
             del block
         return seen
 
-    async def iterate_bare(prefetch: int, work: float) -> int:
-        seen = 0
-        async for _key, body in read_ahead(((key, lambda key=key: bare.fetch(key)) for key in keys), prefetch):
-            seen += 1
-            if work:
-                await asyncio.sleep(work)
-            del body
-        return seen
-
     async def verify(prefetch: int) -> None:
         order = []
         async for index, block in handle.iter_blocks(prefetch=prefetch):
-            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, spec.chunks, strict=True))
-            if not np.array_equal(block, data[region]):
+            if not np.array_equal(block, data[region(index)]):
                 raise AssertionError(f"W9 block {index} differs from the data written: figure void")
             order.append(tuple(index))
         if order != sorted(order) or len(order) != blocks:
@@ -231,13 +227,10 @@ def block_iteration(
 
     async def verify_bare(prefetch: int) -> None:
         codec = spec.numcodecs_blosc()
-        fetched = [
-            body async for _, body in read_ahead(((key, lambda key=key: bare.fetch(key)) for key in keys), prefetch)
-        ]
+        fetched = [body async for _, body in bare_blocks(prefetch)]
         for index, body in zip(np.ndindex(*grid), fetched, strict=True):
-            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, spec.chunks, strict=True))
             decoded = np.frombuffer(codec.decode(body), dtype=spec.dtype).reshape(spec.chunks)
-            if not np.array_equal(decoded, data[region]):
+            if not np.array_equal(decoded, data[region(index)]):
                 raise AssertionError(f"W9 floor: the body of chunk {index} is not its chunk: figure void")
 
     async def work_alone() -> int:
@@ -260,17 +253,16 @@ def block_iteration(
             measured = interleaved(
                 f"W9 iter_blocks(prefetch={prefetch}), {blocks} blocks",
                 {
-                    total: lambda p=prefetch: service_loop.run(iterate(p, CALLER_WORK_S)),
-                    io: lambda p=prefetch: service_loop.run(iterate(p, 0.0)),
+                    total: lambda p=prefetch: service_loop.run(iterate(handle.iter_blocks(prefetch=p), CALLER_WORK_S)),
+                    io: lambda p=prefetch: service_loop.run(iterate(handle.iter_blocks(prefetch=p), 0.0)),
                     work: lambda: service_loop.run(work_alone()),
-                    floor_total: lambda p=prefetch: service_loop.run(iterate_bare(p, CALLER_WORK_S)),
-                    floor_io: lambda p=prefetch: service_loop.run(iterate_bare(p, 0.0)),
+                    floor_total: lambda p=prefetch: service_loop.run(iterate(bare_blocks(p), CALLER_WORK_S)),
+                    floor_io: lambda p=prefetch: service_loop.run(iterate(bare_blocks(p), 0.0)),
                 },
                 repeats=repeats,
                 nbytes=spec.nbytes,
                 check=check,
             )
-
             ratio = _overlap_ratio(measured[total], measured[io], measured[work])
             floor_ratio = _overlap_ratio(measured[floor_total], measured[floor_io], measured[work])
             to_floor = statistics.median(
