@@ -16,7 +16,7 @@ from test_blocking_reads import _loop_thread_blocked
 
 import asyncarr
 import asyncarr.sync as za
-from asyncarr import config, locks
+from asyncarr import chunk_io, config, locks
 from asyncarr.errors import CodecError, ReadOnlyError
 from asyncarr.stores import LocalStore, MemoryStore
 
@@ -353,3 +353,46 @@ def test_runs_of_small_chunks_copied_at_once_store_the_general_paths_bytes(
         assert _stored_chunks(path) == expected, writer
         np.testing.assert_array_equal(array[...], data)
     assert runs and all(run is not None for run in runs)  # every batch was one copy
+
+
+@pytest.mark.parametrize(("count", "chunk_nbytes"), [(256, 1 << 20), (12, 128 * 1024), (3, 1 << 20), (4096, 2048)])
+def test_two_threads_batches_shrink_to_the_smallest_worth_a_thread_and_cover_each_chunk_once(
+    count: int, chunk_nbytes: int
+) -> None:
+    projections: list[Any] = list(range(count))
+    batches = chunk_io._batches(projections, 2, chunk_nbytes)
+    assert [projection for batch in batches for projection in batch] == projections  # in order, each once
+    sizes = [len(batch) for batch in batches]
+    smallest = -(-chunk_io._MIN_BATCH_BYTES // chunk_nbytes)
+    assert sizes == sorted(sizes, reverse=True)
+    assert sizes[0] <= max(smallest, -(-count // 4))  # the first takes a quarter of the chunks at most
+    # The threads end within one small batch of each other: the last two are the smallest there are.
+    assert all(size <= smallest for size in sizes[-2:])
+
+
+@pytest.mark.parametrize("operation", ["write", "read"])
+def test_large_chunks_reach_the_codec_threads_in_shrinking_batches_ending_in_single_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    options: dict[str, Any] = {"shape": (2048, 2048), "chunks": (256, 512), "dtype": "u2"}  # 32 chunks of 256 KiB
+    data = np.random.default_rng(3).integers(1, 1000, options["shape"], dtype="u2")
+    array = za.create(store=str(tmp_path / "large.zarr"), **options)
+    if operation == "read":
+        array[...] = data
+    job_name = "_write_batch" if operation == "write" else "_read_batch"
+    job = getattr(chunk_io.ChunkIO, job_name)
+    sizes: list[int] = []
+
+    def recorded(self: Any, projections: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(projections))
+        return job(self, projections, *args, **kwargs)
+
+    monkeypatch.setattr(chunk_io.ChunkIO, job_name, recorded)
+    if operation == "write":
+        array[...] = data
+        monkeypatch.undo()
+        np.testing.assert_array_equal(array[...], data)
+    else:
+        np.testing.assert_array_equal(array[...], data)
+    assert sum(sizes) == 32
+    assert sorted(sizes)[:2] == [1, 1]  # with equal batches (before round 14) the smallest was 4
