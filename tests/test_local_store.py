@@ -443,3 +443,17 @@ def test_a_subclass_changing_set_sync_alone_sees_every_file_of_a_batched_write(t
         f"c/{i}/{j}" for i in range(8) for j in range(8)
     )
     np.testing.assert_array_equal(za.open_array(str(tmp_path / "a"), mode="r")[...], data)
+
+
+def test_a_nodes_metadata_documents_are_read_in_one_thread_hop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from asyncarr.nodes import read_documents
+    from asyncarr.stores import local
+
+    store = LocalStore(str(tmp_path))
+    run(store.set(".zarray", b"{}"))
+    hops: list[int] = []
+    batch = local._LoopBatcher._run
+    monkeypatch.setattr(local._LoopBatcher, "_run", lambda self, jobs: (hops.append(len(jobs)), batch(self, jobs)))
+    documents = run(read_documents(store, ""))  # zarr.json and the three v2 documents, asked for at once
+    assert documents == {"zarr.json": None, ".zarray": b"{}", ".zgroup": None, ".zattrs": None}
+    assert hops == [4]  # one thread for all four, not one each (before round 14: [1, 1, 1, 1])

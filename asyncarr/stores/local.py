@@ -54,6 +54,10 @@ _IO_THREADS = min(32, 4 * (os.cpu_count() or 1) + 4)
 # Big enough to amortise a thread hop and a loop wake-up, small enough that results of a
 # large gather start arriving (and decoding) early.
 _MAX_BATCH = 64
+# At least this many jobs go to one thread: a few small file calls (a node's metadata documents,
+# read together) take microseconds, less than waking a thread each on two cores. Creating an array
+# read its four documents on four threads: 0.19 ms for mode 'w''s check, 0.11 ms on one.
+_MIN_BATCH = 4
 _CREATE_ATTEMPTS = 4
 # Files up to this size are read whole with two os.read calls (the second finds the end).
 _SMALL_FILE_BYTES = 64 * 1024
@@ -127,7 +131,7 @@ class _LoopBatcher:
     def _flush(self) -> None:
         jobs, self._pending = self._pending, []
         executor = _io_executor()
-        size = min(_MAX_BATCH, -(-len(jobs) // _IO_THREADS))
+        size = min(_MAX_BATCH, max(_MIN_BATCH, -(-len(jobs) // _IO_THREADS)))
         for start in range(0, len(jobs), size):
             batch = jobs[start : start + size]
             try:
