@@ -56,7 +56,8 @@ LOCAL_WRITE_REPEATS = 15
 milliseconds now and then takes two to four times as long, for any engine and for the floor.
 With 5 repeats two such repeats moved a median (round 10); with 9, two of one engine's nine W1 v3
 writes took 215 and 265 ms against its 60, and its median ratio to zarrs was 1.06 with them and
-1.02 without (round 14). 15 hold it, for about a minute more."""
+1.02 without (round 14). 15 hold it, for about two minutes more a full run (round 13's took 866 s,
+round 14's 977 s, both on 2026-11-28)."""
 _STARTED = time.perf_counter()
 
 
