@@ -25,6 +25,7 @@ from typing import Any
 
 from .engines import ENGINES, LOCAL_ONLY, S3_ONLY, ArraySpec, S3Location
 from .features import FEATURE_HEADER, block_iteration, hot_windows
+from .machine import page_reporting_note, reported_to_host_kib
 from .measure import Measurement
 from .targets import by_task, rss_notes, targets
 from .workloads import ASYNCARR, field, floors, full_write_and_read, many_small_reads, median_ratio, partial_reads
@@ -286,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         # Read by rayon when zarrs first uses its global pool, which is after this point.
         os.environ["RAYON_NUM_THREADS"] = str(args.zarrs_threads)
     started = time.perf_counter()
+    reported_before = reported_to_host_kib()
     notes: list[str] = []
     features: list[str] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -293,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         if only & {"W3", "W4", "W6", "W8", "W9"}:
             results.extend(run_s3(args.quick, only, args.repeats, Path(tmp), notes, engines, features))
     notes.extend(rss_notes(results))
+    reporting = page_reporting_note(reported_before, reported_to_host_kib())
+    if reporting:
+        notes.append(reporting)
     print(report(results))
     summary = [targets(results), ""]
     if features:
