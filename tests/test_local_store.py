@@ -457,3 +457,108 @@ def test_a_nodes_metadata_documents_are_read_in_one_thread_hop(tmp_path: Path, m
     documents = run(read_documents(store, ""))  # zarr.json and the three v2 documents, asked for at once
     assert documents == {"zarr.json": None, ".zarray": b"{}", ".zgroup": None, ".zattrs": None}
     assert hops == [4]  # one thread for all four, not one each (before round 14: [1, 1, 1, 1])
+
+
+def test_many_reads_yield_what_single_reads_do_each_counted(tmp_path: Path) -> None:
+    # get_many_sync, the blocking read of a batch of whole chunks, against get_sync key by key:
+    # present and missing keys, a directory at a key, a link that stays in the root (to a file,
+    # and to a directory, whose files are then read by their whole paths), nested directories.
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    fill(store, {"0.0": b"a" * 70_000, "0.1": b"b", "c/0/0": b"c00", "c/0/1": b"", "c/1/0": b"c10", "d/x": b"dx"})
+    (root / "dir_at_key").mkdir()
+    (root / "link_to_file").symlink_to(root / "0.1")
+    (root / "linked_dir").symlink_to(root / "c" / "0", target_is_directory=True)
+    keys = [
+        "0.0", "0.1", "0.2", "dir_at_key", "link_to_file", "c/0/0", "c/0/1", "c/0/2", "c/1/0",
+        "linked_dir/0", "linked_dir/1", "missing/0", "c/0/0", "d/x",
+    ]  # fmt: skip
+    expected = [store.get_sync(key) for key in keys]
+    assert expected[0] == b"a" * 70_000 and expected[2] is None and expected[3] is None and expected[9] == b"c00"
+    before = store.metrics()
+    assert list(store.get_many_sync(keys)) == expected
+    after = store.metrics()
+    assert after.requests["get"] - before.requests["get"] == len(keys)
+    assert after.bytes_read - before.bytes_read == sum(len(value) for value in expected if value is not None)
+
+
+def test_many_reads_refuse_what_single_reads_refuse(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"private")
+    store = LocalStore(root)
+    fill(store, {"a/0": b"0"})
+    (root / "a" / "escape").symlink_to(outside / "secret")
+    (root / "away").symlink_to(outside, target_is_directory=True)
+    for key in ("a/escape", "away/secret"):
+        with pytest.raises(StoreError, match="outside its root"):
+            list(store.get_many_sync(["a/0", key]))
+    for key in [*UNSAFE_KEYS, ".asyncarr-tmp-x", "a/.asyncarr-tmp-x"]:
+        with pytest.raises(ValueError):
+            list(store.get_many_sync(["a/0", key]))
+    assert store.metrics().failures == 2 + len(UNSAFE_KEYS) + 2
+
+
+def test_many_reads_open_each_directory_once_and_its_files_relative_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kernel walks a directory's path once for a batch of its files, not once a file.
+    store = LocalStore(tmp_path)
+    items = {f"c/{i}/{j}": bytes([i, j]) for i in range(3) for j in range(4)}
+    fill(store, items)
+    opened: list[str] = []
+    relative: list[str] = []
+    real_open, real_read_in = LocalStore._open_directory, LocalStore._read_file_in
+
+    def watched_open(self: LocalStore, directory: str, *args: Any) -> int | None:
+        opened.append(os.path.relpath(directory, tmp_path))
+        return real_open(self, directory, *args)
+
+    def watched_read_in(self: LocalStore, directory_fd: int, name: str, path: str, key: str) -> bytes | None:
+        relative.append(key)
+        return real_read_in(self, directory_fd, name, path, key)
+
+    monkeypatch.setattr(LocalStore, "_open_directory", watched_open)
+    monkeypatch.setattr(LocalStore, "_read_file_in", watched_read_in)
+    assert list(store.get_many_sync(list(items))) == list(items.values())
+    assert opened == ["c/0", "c/1", "c/2"]
+    assert relative == list(items)
+
+
+def test_many_reads_go_through_get_sync_where_a_subclass_or_the_caller_changed_it(tmp_path: Path) -> None:
+    class Stamping(LocalStore):
+        seen: list[str] = []
+
+        def get_sync(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+            self.seen.append(key)
+            return super().get_sync(key, byte_range)
+
+    fill(LocalStore(tmp_path), {"a": b"1", "b": b"2"})
+    assert list(Stamping(tmp_path).get_many_sync(["a", "b", "c"])) == [b"1", b"2", None]
+    assert Stamping.seen == ["a", "b", "c"]
+    store = LocalStore(tmp_path)
+    seen: list[str] = []
+    real_get = store.get_sync
+    store.get_sync = lambda key, byte_range=None: seen.append(key) or real_get(key, byte_range)  # type: ignore[method-assign]
+    assert list(store.get_many_sync(["b", "a"])) == [b"2", b"1"] and seen == ["b", "a"]
+
+
+def test_many_reads_of_a_root_that_is_a_link_name_files_relative_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user may name the root by a link (/data -> /mnt/data): its files are still read relative
+    # to it, while a link below the root is read by whole paths, each checked.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "root").symlink_to(tmp_path / "real", target_is_directory=True)
+    store = LocalStore(tmp_path / "root")
+    fill(store, {"0.0": b"a", "0.1": b"b"})
+    relative: list[str] = []
+    real_read_in = LocalStore._read_file_in
+
+    def watched_read_in(self: LocalStore, directory_fd: int, name: str, path: str, key: str) -> bytes | None:
+        relative.append(key)
+        return real_read_in(self, directory_fd, name, path, key)
+
+    monkeypatch.setattr(LocalStore, "_read_file_in", watched_read_in)
+    assert list(store.get_many_sync(["0.0", "0.1", "0.2"])) == [b"a", b"b", None]
+    assert relative == ["0.0", "0.1", "0.2"]

@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from .. import config
@@ -240,6 +240,13 @@ class Store(abc.ABC):
     def get_sync(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Blocking ``get``, for stores with ``supports_sync_io``."""
         raise NotImplementedError(f"{type(self).__name__} has no blocking get")
+
+    def get_many_sync(self, keys: Iterable[str]) -> Iterator[bytes | None]:
+        """Blocking ``get`` of each of ``keys`` in turn, each value yielded as soon as it is read
+        (so a caller holds one at a time). Stores that can do the per-read bookkeeping once for many
+        keys override it; each key still counts as one ``get`` request."""
+        for key in keys:
+            yield self.get_sync(key)
 
     def set_sync(self, key: str, value: bytes) -> None:
         """Blocking ``set``, for stores with ``supports_sync_io``."""

@@ -44,6 +44,7 @@ from .counting import log_request, recorder_of, request_log
 __all__ = ["LocalStore"]
 
 _TEMP_PREFIX = ".asyncarr-tmp-"
+_TEMP_SEGMENT = "/" + _TEMP_PREFIX
 _temp_names = itertools.count()
 """Numbers temporary files; with `_temp_token` (random per process, anew after fork) a name no other
 writer, thread or process, makes at the same time. Cheaper per file than random bytes from the OS."""
@@ -70,6 +71,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # Where files can be named relative to an open directory (not on Windows): `_write_files_here`.
 # os.replace takes the dir_fd arguments too, but is not listed in os.supports_dir_fd: os.rename stands for it.
 _WRITES_RELATIVE = {os.open, os.rename, os.unlink} <= os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+_READS_RELATIVE = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
 # O_DIRECTORY refuses anything else (a planted FIFO included) before opening it.
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)  # what open(path, "xb") asks
@@ -250,6 +252,56 @@ class LocalStore(Store):
     def get_sync(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """Blocking ``get``: read the file at ``key`` on the calling thread."""
         return self._read_file(self._file_path(key), key, byte_range)
+
+    def get_many_sync(self, keys: Iterable[str]) -> Iterator[bytes | None]:
+        """Blocking reads of many whole files on the calling thread, each yielded as it is read.
+
+        Small chunks cost mostly per file (W2's 4096 chunks of 2 KiB): the keys' checks and the
+        store's bookkeeping are made here without `get_sync`'s layers, and files of one directory
+        are opened relative to it, held open, so the kernel walks the directory's path once, not
+        once a file. Each file counts as one ``get`` request, as through `get_sync`.
+        """
+        if getattr(self.get_sync, "__func__", None) is not LocalStore.get_sync:
+            # Reads made another way (a subclass's, or one set on this store): every key through them.
+            yield from super().get_many_sync(keys)
+            return
+        record = recorder_of(self).record
+        logged = _log_requests(_DEBUG)
+        root = self._root + os.sep
+        directory, directory_fd = None, None
+        try:
+            for key in keys:
+                start = _perf_counter()
+                try:
+                    validate_key(key)
+                    if key.startswith(_TEMP_PREFIX) or _TEMP_SEGMENT in key:
+                        self._file_path(key)  # raises, saying why
+                    cut = key.rfind("/") + 1
+                    if _READS_RELATIVE and key[:cut] != directory:
+                        if directory_fd is not None:
+                            os.close(directory_fd)
+                        # None first: a failing open below must not leave the closed descriptor to close again
+                        directory, directory_fd = key[:cut], None
+                        # The root may be a link (the user named it); a directory below it that is one
+                        # is read by whole paths, each file's link checked as `get_sync` checks it.
+                        directory_fd = self._open_directory(
+                            (root + directory).rstrip(os.sep), key, "read", _NOFOLLOW if directory else 0
+                        )
+                    if directory_fd is None:
+                        value = self._read_file(root + key, key, None)
+                    else:
+                        value = self._read_file_in(directory_fd, key[cut:], root + key, key)
+                except Exception:
+                    record("get", _perf_counter() - start, failed=True)
+                    raise
+                seconds = _perf_counter() - start
+                record("get", seconds, len(value) if value is not None else 0)
+                if logged:
+                    log_request("get", self.key_url(key), "missing" if value is None else "ok", seconds)
+                yield value
+        finally:
+            if directory_fd is not None:
+                os.close(directory_fd)
 
     def set_sync(self, key: str, value: bytes) -> None:
         """Blocking ``set``: write the file at ``key`` atomically on the calling thread."""
@@ -448,6 +500,28 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    def _read_file_in(self, directory_fd: int, name: str, path: str, key: str) -> bytes | None:
+        """`_read_file` of a whole file named ``name`` in the open, checked directory ``directory_fd``
+        (``path`` is its whole path): a link there takes `_read_file`'s checked way."""
+        try:
+            fd = os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=directory_fd)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno in _LINK_ERRNOS:
+                return self._read_file(path, key, None)
+            if exc.errno in _NO_SUCH_NAME_ERRNOS:
+                return None
+            raise self._error(key, exc) from exc
+        try:
+            return _read_whole(fd)
+        except IsADirectoryError:  # os.open opens directories; reading one fails
+            return None
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        finally:
+            os.close(fd)
+
     def _open_for_reading(self, path: str, key: str) -> int | None:
         """A descriptor of the file at ``path`` opened for reading, or None when there is none."""
         self._check_parent_inside(path, key, "read")
@@ -536,12 +610,13 @@ class LocalStore(Store):
             if directory_fd is not None:
                 os.close(directory_fd)
 
-    def _open_directory(self, directory: str, key: str) -> int | None:
+    def _open_directory(self, directory: str, key: str, action: str = "write", flags: int = 0) -> int | None:
         """A descriptor of ``directory`` (checked to lie inside the root) to name its files by, or
-        None where it cannot be opened (not there yet, or not readable): write by whole paths then."""
-        self._check_directory_inside(directory, key, "write")
+        None where it cannot be opened (not there yet, not readable, or with ``flags`` O_NOFOLLOW a
+        link): read or write by whole paths then."""
+        self._check_directory_inside(directory, key, action)
         try:
-            return os.open(directory, _DIRECTORY_FLAGS)
+            return os.open(directory, _DIRECTORY_FLAGS | flags)
         except OSError:
             return None
 
