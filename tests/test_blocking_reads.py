@@ -222,3 +222,52 @@ def test_stores_without_blocking_io_read_through_the_loop(tmp_path: pathlib.Path
         assert not z.async_array.reads_blocking
         assert z.async_array.read_blocking("getitem", (1, 2)) is NotImplemented
         np.testing.assert_array_equal(z[2:7, 3], np.arange(100).reshape(10, 10)[2:7, 3])
+
+
+@pytest.mark.parametrize("compressor", ["blosc", None])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_whole_small_chunks_are_read_a_batch_a_store_call_and_match_numpy(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, compressor: str | None, zarr_format: int
+) -> None:
+    # Reads of many whole small chunks cost mostly per chunk: the store reads a batch's files in
+    # one call (get_many_sync: checks and bookkeeping once, files named relative to their
+    # directory), never one get_sync a chunk. Edge chunks, missing chunks and a 0-d array too.
+    from asyncarr.stores import LocalStore
+
+    calls: list[int] = []
+    real_many, real_get = LocalStore.get_many_sync, LocalStore.get_sync
+
+    def many(self: LocalStore, keys: list[str]) -> Iterator[bytes | None]:
+        calls.append(len(keys))
+        return real_many(self, keys)
+
+    data = np.arange(100 * 70, dtype="u2").reshape(100, 70)
+    options = {} if compressor else {"compressor": None}
+    z = za.open_array(
+        str(tmp_path / "s.zarr"), mode="w", shape=data.shape, chunks=(16, 16), dtype="u2", fill_value=7,
+        zarr_format=zarr_format, **options,
+    )  # fmt: skip
+    z[...] = data
+    (tmp_path / "s.zarr" / ("1.1" if zarr_format == 2 else "c/1/1")).unlink()
+    data[16:32, 16:32] = 7  # a missing chunk reads as the fill value
+    monkeypatch.setattr(LocalStore, "get_many_sync", many)
+    monkeypatch.setattr(LocalStore, "get_sync", lambda *a, **k: pytest.fail("a chunk read one get_sync at a time"))
+    np.testing.assert_array_equal(z[...], data)
+    assert calls == [7 * 5]
+    np.testing.assert_array_equal(z[16:48, 32:64], data[16:48, 32:64])
+    assert calls[1:] == [2 * 2]
+    monkeypatch.setattr(LocalStore, "get_sync", real_get)
+    scalar = za.open_array(str(tmp_path / "0d.zarr"), mode="w", shape=(), dtype="u2", zarr_format=zarr_format)
+    scalar[...] = 5
+    assert scalar[()] == 5 and scalar[...] == 5
+
+
+@pytest.mark.parametrize("stored", [b"not a blosc frame", b"\x02\x01\x21\x02" + b"\x00" * 12])
+def test_a_corrupt_small_chunk_raises_codec_error_naming_its_url(tmp_path: pathlib.Path, stored: bytes) -> None:
+    path = tmp_path / "c.zarr"
+    z = za.open_array(str(path), mode="w", shape=(256, 256), chunks=(32, 32), dtype="u2", zarr_format=3)
+    z[...] = 3
+    (path / "c" / "5" / "2").write_bytes(stored)
+    with pytest.raises(CodecError, match=rf"^chunk file://{path}/c/5/2: cannot decode: "):
+        z[...]
+    np.testing.assert_array_equal(z[:160, :], 3)  # the other chunks still read
