@@ -17,6 +17,7 @@ import numpy as np
 from .bare_s3 import FLOOR, FLOOR_REPLACE, BareS3, chunk_keys, encoded_chunks
 from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement, interleaved
+from .read_floors import read_with_duties
 from .write_floors import FLOOR_DUTIES, write_with_duties
 
 __all__ = ["field", "floors", "full_write_and_read", "many_small_reads", "partial_reads"]
@@ -58,8 +59,8 @@ def full_write_and_read(
     """Each engine writes the whole array to its own place; then every engine reads one copy.
 
     On S3, the bare-request floor (`BareS3`) runs interleaved with the engines: the same PUTs
-    and GETs with nothing else around them. Locally, the write floor with a library's duties
-    (`write_floors.write_with_duties`) does, for arrays without shards.
+    and GETs with nothing else around them. Locally, the floors with a library's duties
+    (`write_floors.write_with_duties`, `read_floors.read_with_duties`) do, for arrays without shards.
     """
     data = field(spec.shape, spec.dtype)
     # The floor writes a file per chunk (not a sharded array's work). Round 9 timed it for small
@@ -101,6 +102,8 @@ def full_write_and_read(
     )
     shared = places[ASYNCARR]
     ENGINES[ASYNCARR].write(shared, data, spec, s3)
+    if duties_floor:
+        read_floor[FLOOR_DUTIES] = lambda: read_with_duties(shared, spec)
     handles = {name: ENGINES[name].open(shared, s3) for name in engines}
     reads = interleaved(
         f"{label} read",

@@ -283,6 +283,20 @@ class TestStoreConformance:
         assert run(store.get_many(requests)) == expected
         assert sorted(listing(store, "arr")) == sorted(items)
 
+    def test_blocking_many_reads_yield_what_gets_do_each_counted(self, store: Store) -> None:
+        # get_many_sync, the blocking read of a batch of whole chunks, for stores with blocking I/O.
+        if not store.supports_sync_io:
+            pytest.skip("no blocking I/O")
+        items = {f"arr/c/{i // 7}/{i % 7}": os.urandom(i % 97) for i in range(40)}
+        run(store.set_many(list(items.items())))
+        keys = [*items, "arr/c/missing", "arr/c/0/0", "elsewhere/x"]
+        before = store.metrics().requests.get("get", 0)
+        assert list(store.get_many_sync(keys)) == [*items.values(), None, items["arr/c/0/0"], None]
+        assert store.metrics().requests.get("get", 0) - before == len(keys)
+        for key in UNSAFE_KEYS:
+            with pytest.raises(ValueError, match="store key"):
+                list(store.get_many_sync(["arr/c/0/0", key]))
+
     def test_pickled_store_reads_the_same_data_and_accepts_writes(self, store: Store, store_case: StoreCase) -> None:
         fill(store, NESTED)
         payload = pickle.dumps(store)
