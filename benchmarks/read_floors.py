@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 
 import numpy as np
 from numcodecs import blosc
@@ -35,7 +36,9 @@ __all__ = ["read_with_duties"]
 def read_with_duties(root: str, spec: ArraySpec) -> np.ndarray:
     """Read ``spec``'s whole array from ``root`` (chunks that divide its shape): small chunks on the
     calling thread, as asyncarr reads them (two threads would trade the GIL a chunk at a time);
-    large ones on two long-lived worker threads, each taking an equal run of chunks in C order."""
+    large ones on two long-lived worker threads, each taking the next chunk as it finishes one (an
+    equal half each left one thread idle at the end: asyncarr's facade read W1 in 0.85-0.95 of
+    such a floor's time)."""
     out = np.empty(spec.shape, dtype=spec.dtype)
     rows, columns = (s // c for s, c in zip(spec.shape, spec.chunks, strict=True))
     step = spec.chunks[0]
@@ -50,9 +53,8 @@ def read_with_duties(root: str, spec: ArraySpec) -> np.ndarray:
         with blosc_in_this_thread_alone():
             _read_chunks(root, spec, jobs, out, recorder)
         return out
-    half = len(jobs) // 2
-    shares = [jobs[:half], jobs[half:]]
-    for outcome in [floor_workers().submit(_read_chunks, root, spec, share, out, recorder) for share in shares]:
+    remaining = iter(jobs)  # shared: each chunk taken once, by whichever thread is free
+    for outcome in [floor_workers().submit(_read_chunks, root, spec, remaining, out, recorder) for _ in range(2)]:
         outcome.result()
     return out
 
@@ -60,7 +62,7 @@ def read_with_duties(root: str, spec: ArraySpec) -> np.ndarray:
 def _read_chunks(
     root: str,
     spec: ArraySpec,
-    jobs: list[tuple[str, tuple[slice, slice]]],
+    jobs: Iterable[tuple[str, tuple[slice, slice]]],
     out: np.ndarray,
     recorder: MetricsRecorder,
 ) -> None:
