@@ -486,8 +486,10 @@ class LocalStore(Store):
     def _read_file(self, path: str, key: str, byte_range: ByteRange | None) -> bytes | None:
         # os.open and os.read, not open(): a file object costs more than reading a small chunk.
         fd = self._open_for_reading(path, key)
-        if fd is None:
-            return None
+        return None if fd is None else self._read_open_file(fd, key, byte_range)
+
+    def _read_open_file(self, fd: int, key: str, byte_range: ByteRange | None) -> bytes | None:
+        """What `_read_file` reads of the file open as ``fd``, which is closed here: None for a directory."""
         try:
             if byte_range is None:
                 return _read_whole(fd)
@@ -513,14 +515,7 @@ class LocalStore(Store):
             if exc.errno in _NO_SUCH_NAME_ERRNOS:
                 return None
             raise self._error(key, exc) from exc
-        try:
-            return _read_whole(fd)
-        except IsADirectoryError:  # os.open opens directories; reading one fails
-            return None
-        except OSError as exc:
-            raise self._error(key, exc) from exc
-        finally:
-            os.close(fd)
+        return self._read_open_file(fd, key, None)
 
     def _open_for_reading(self, path: str, key: str) -> int | None:
         """A descriptor of the file at ``path`` opened for reading, or None when there is none."""
