@@ -201,14 +201,18 @@ class ChunkIO:
         `_NOT_KEPT` (that call then reads its own part)."""
         get, decode_into = self.store.get_sync, self.pipeline.decode_into
         shard_codec = partial_read_codec(self.pipeline)
-        # The plainest chains (raw or Blosc bytes): a whole chunk bound for a view of its shape in
-        # `out` is decoded with the per-chunk cost cut to the decode (W2's 4096 chunks of 2 KiB),
-        # and on a store that holds a chunk open for reads of parts of it (local files), a part of
-        # a chunk reads and decodes only the Blosc blocks (or raw bytes) it lies in.
+        # The plainest chains (raw or Blosc bytes): the whole chunks go to the store in one call
+        # (`_read_whole_plain_chunks`), and on a store that holds a chunk open for reads of parts
+        # of it (local files), a part of a chunk reads and decodes only the Blosc blocks (or raw
+        # bytes) it lies in.
         plain = self.pipeline.plain_decoder(self.grid) if shard_codec is None else None
-        if plain is not None and all(p.is_complete_chunk for p in projections):
-            self._read_whole_plain_chunks(projections, out, plain)
-            return
+        if plain is not None:
+            whole = [projection for projection in projections if projection.is_complete_chunk]
+            if whole:
+                self._read_whole_plain_chunks(whole, out, plain)
+                if len(whole) == len(projections):
+                    return
+                projections = [projection for projection in projections if not projection.is_complete_chunk]
         open_part = getattr(self.store, "open_sync", None) if plain is not None else None
         grid = self.grid
         for projection in projections:
@@ -244,19 +248,6 @@ class ChunkIO:
                     data = None if stored is None else stored.read(0, stored.size)
             else:
                 data = get(key)
-                if plain is not None and data is not None and projection.is_complete_chunk:
-                    out_selection = projection.out_selection
-                    destination = out[out_selection]
-                    if (
-                        type(destination) is np.ndarray  # not the scalar a 0-d selection gives
-                        and destination.shape == grid
-                        and all(type(part) is slice for part in out_selection)
-                    ):
-                        try:  # a view of `out` (slices only), of the chunk's shape: not an edge chunk
-                            plain.into_view(data, key, destination)
-                        except CodecError as exc:
-                            raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
-                        continue
             if data is None:
                 out[projection.out_selection] = self.fill
                 continue

@@ -269,13 +269,6 @@ class PlainChainDecoder:
         else:
             destination.reshape(-1).view(np.uint8)[...] = self._raw(data)
 
-    def into_view(self, data: Buffer, key: str, destination: np.ndarray) -> None:
-        """`into_block`, a failure raising `CodecError` naming ``key`` as `decode_into` does."""
-        try:
-            self.into_block(data, destination)
-        except Exception as exc:
-            raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
-
     def into_block(self, data: Buffer, destination: np.ndarray) -> None:
         """Decode a whole chunk into ``destination``, a view of the chunk's shape and dtype in a
         larger output: straight into it where it is contiguous, else through the scratch chunk."""
@@ -285,13 +278,12 @@ class PlainChainDecoder:
             destination[...] = self.scratch_decode(data)
 
     def block_writer(self) -> Callable[[Buffer, str, np.ndarray], None]:
-        """`into_view` as a function for one thread's batch of chunks: what it looks up per chunk
-        (this thread's scratch chunk and its address, the decoder's settings) is looked up once.
-        W2 reads 4096 chunks of 2 KiB, where 2 us a chunk is 8 ms a read."""
-        if not (self._blosc_framed and self._blosc2):
-            return self.into_view
-        nbytes, decompress = self._nbytes, blosc.decompress
-        scratch: np.ndarray | None = None  # made at the first chunk that needs it: a batch may hold none
+        """`into_block` as a function for one thread's batch of chunks, a failure raising `CodecError`
+        naming the chunk's ``key`` as `decode_into` does. This thread's scratch chunk and its
+        address are looked up once a batch (made at the first chunk that needs one: a batch may
+        hold none), not once a chunk: W2 reads 4096 chunks of 2 KiB, where 2 us a chunk is 8 ms."""
+        into = self.into
+        scratch: np.ndarray | None = None
         address = 0
 
         def write(data: Buffer, key: str, destination: np.ndarray) -> None:
@@ -299,13 +291,11 @@ class PlainChainDecoder:
             try:
                 flags = destination.flags
                 if flags.c_contiguous and flags.writeable:
-                    self.into(data, destination)
+                    into(data, destination)
                     return
-                frame = check_blosc_frame(data, nbytes)
                 if scratch is None:
                     scratch, address = self._scratch_chunk(), self._scratch.address
-                if not decompress_into_address(frame, address, nbytes):
-                    decompress(frame, scratch)
+                into(data, scratch, address)
                 destination[...] = scratch
             except Exception as exc:
                 raise CodecError(f"chunk {key}: cannot decode: {exc}") from exc
