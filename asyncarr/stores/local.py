@@ -44,7 +44,6 @@ from .counting import log_request, recorder_of, request_log
 __all__ = ["LocalStore"]
 
 _TEMP_PREFIX = ".asyncarr-tmp-"
-_TEMP_SEGMENT = "/" + _TEMP_PREFIX
 _temp_names = itertools.count()
 """Numbers temporary files; with `_temp_token` (random per process, anew after fork) a name no other
 writer, thread or process, makes at the same time. Cheaper per file than random bytes from the OS."""
@@ -267,30 +266,28 @@ class LocalStore(Store):
             return
         record = recorder_of(self).record
         logged = _log_requests(_DEBUG)
-        root = self._root + os.sep
+        read_file, file_path = self._read_file, self._file_path
         directory, directory_fd = None, None
         try:
             for key in keys:
                 start = _perf_counter()
                 try:
-                    validate_key(key)
-                    if key.startswith(_TEMP_PREFIX) or _TEMP_SEGMENT in key:
-                        self._file_path(key)  # raises, saying why
-                    cut = key.rfind("/") + 1
-                    if _READS_RELATIVE and key[:cut] != directory:
-                        if directory_fd is not None:
-                            os.close(directory_fd)
-                        # None first: a failing open below must not leave the closed descriptor to close again
-                        directory, directory_fd = key[:cut], None
-                        # The root may be a link (the user named it); a directory below it that is one
-                        # is read by whole paths, each file's link checked as `get_sync` checks it.
-                        directory_fd = self._open_directory(
-                            (root + directory).rstrip(os.sep), key, "read", _NOFOLLOW if directory else 0
-                        )
+                    path = file_path(key)
+                    if _READS_RELATIVE:
+                        cut = path.rindex(os.sep)
+                        if path[:cut] != directory:
+                            if directory_fd is not None:
+                                os.close(directory_fd)
+                            # None first: a failing open below must not leave the closed descriptor to close again
+                            directory, directory_fd = path[:cut], None
+                            # The root may be a link (the user named it); a directory below it that is
+                            # one is read by whole paths, each file's link checked as `get_sync` checks it.
+                            nofollow = 0 if directory == self._root else _NOFOLLOW
+                            directory_fd = self._open_directory(directory, key, "read", nofollow)
                     if directory_fd is None:
-                        value = self._read_file(root + key, key, None)
+                        value = read_file(path, key, None)
                     else:
-                        value = self._read_file_in(directory_fd, key[cut:], root + key, key)
+                        value = self._read_file_in(directory_fd, path[cut + 1 :], path, key)
                 except Exception:
                     record("get", _perf_counter() - start, failed=True)
                     raise
