@@ -28,7 +28,7 @@ from asyncarr.stores.base import validate_key
 from asyncarr.stores.metrics import MetricsRecorder
 
 from .engines import ArraySpec
-from .write_floors import floor_workers, has_small_chunks
+from .write_floors import chunk_items, floor_workers, has_small_chunks
 
 __all__ = ["read_with_duties"]
 
@@ -40,21 +40,14 @@ def read_with_duties(root: str, spec: ArraySpec) -> np.ndarray:
     equal half each left one thread idle at the end: asyncarr's facade read W1 in 0.85-0.95 of
     such a floor's time)."""
     out = np.empty(spec.shape, dtype=spec.dtype)
-    rows, columns = (s // c for s, c in zip(spec.shape, spec.chunks, strict=True))
-    step = spec.chunks[0]
-    pattern = "{}.{}" if spec.zarr_format == 2 else "c/{}/{}"
-    jobs = [
-        (pattern.format(i, j), (slice(i * step, (i + 1) * step), slice(j * step, (j + 1) * step)))
-        for i in range(rows)
-        for j in range(columns)
-    ]
+    jobs = chunk_items(out, spec, copied=False)  # each chunk's key and its view of `out`
     recorder = MetricsRecorder()
     if has_small_chunks(spec):
         with blosc_in_this_thread_alone():
-            _read_chunks(root, spec, jobs, out, recorder)
+            _read_chunks(root, spec, jobs, recorder)
         return out
     remaining = iter(jobs)  # shared: each chunk taken once, by whichever thread is free
-    for outcome in [floor_workers().submit(_read_chunks, root, spec, remaining, out, recorder) for _ in range(2)]:
+    for outcome in [floor_workers().submit(_read_chunks, root, spec, remaining, recorder) for _ in range(2)]:
         outcome.result()
     return out
 
@@ -62,15 +55,14 @@ def read_with_duties(root: str, spec: ArraySpec) -> np.ndarray:
 def _read_chunks(
     root: str,
     spec: ArraySpec,
-    jobs: Iterable[tuple[str, tuple[slice, slice]]],
-    out: np.ndarray,
+    jobs: Iterable[tuple[str, np.ndarray]],
     recorder: MetricsRecorder,
 ) -> None:
     scratch = np.empty(spec.chunks, dtype=spec.dtype)
     address, nbytes = scratch.ctypes.data, scratch.nbytes
     directory, directory_fd = None, -1
     try:
-        for key, region in jobs:
+        for key, destination in jobs:
             started = time.perf_counter()
             validate_key(key)
             parent, _, name = key.rpartition("/")
@@ -84,7 +76,7 @@ def _read_chunks(
                 fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=directory_fd)
             except FileNotFoundError:
                 recorder.record("get", time.perf_counter() - started)
-                out[region] = 0  # the benchmark arrays' fill value
+                destination[...] = 0  # the benchmark arrays' fill value
                 continue
             try:
                 data = os.read(fd, os.fstat(fd).st_size + 1)
@@ -94,7 +86,7 @@ def _read_chunks(
             frame = check_blosc_frame(data, nbytes)
             if not decompress_into_address(frame, address, nbytes):
                 blosc.decompress(frame, scratch)
-            out[region] = scratch
+            destination[...] = scratch
     finally:
         if directory_fd >= 0:
             os.close(directory_fd)
