@@ -123,7 +123,8 @@ class ChunkIO:
         shares them), which costs less than the hops would for the small reads that share.
         """
         workers = self._worker_count()
-        queue = _BatchQueue(_batches(projections, workers, self.chunk_nbytes), self._read_batch, out, None)
+        batches = _batches(projections, workers, self._decoded_bytes_per_chunk(projections))
+        queue = _BatchQueue(batches, self._read_batch, out, None)
         if queue.pending <= 1:
             queue.drain()
             queue.raise_first_error()
@@ -173,7 +174,13 @@ class ChunkIO:
         decoded: dict[str, Any] = {}
         try:
             await self._run_batches(
-                mine, self._worker_count(), self._read_batch, out, decoded, lambda key: (location, key) in waited_on
+                mine,
+                self._worker_count(),
+                self._read_batch,
+                out,
+                decoded,
+                lambda key: (location, key) in waited_on,
+                work_nbytes=self._decoded_bytes_per_chunk(mine),
             )
         except BaseException as exc:
             _settle(in_flight, waited_on, location, published, error=exc)
@@ -255,6 +262,22 @@ class ChunkIO:
                 decode_into(data, grid, key, out, projection.out_selection, projection.chunk_selection)
             except CodecError as exc:
                 raise naming_url(exc, key, self.store.key_url(key)) from exc.__cause__
+
+    def _decoded_bytes_per_chunk(self, projections: Sequence[ChunkProjection]) -> int:
+        """About how many bytes reading each of ``projections`` decodes, on average: the work that
+        frees the GIL, which decides how many threads share a read. A part of a chunk of a plain
+        chain, read from a local file, may decode a little of it: W4's row decodes 2 KiB of each
+        of its 16 chunks of 1 MiB, and on two threads took twice as long as on one (round 16)."""
+        chunk_nbytes = self.chunk_nbytes
+        if not projections or getattr(self.store, "open_sync", None) is None:
+            return chunk_nbytes
+        plain = self.pipeline.plain_decoder(self.grid) if partial_read_codec(self.pipeline) is None else None
+        if plain is None:
+            return chunk_nbytes
+        parts = [projection.chunk_selection for projection in projections if not projection.is_complete_chunk]
+        total = (len(projections) - len(parts)) * chunk_nbytes
+        total += sum(plain.part_decoded_bytes(selection) for selection in parts)
+        return max(1, total // len(projections))
 
     def _read_whole_plain_chunks(
         self, projections: Sequence[ChunkProjection], out: np.ndarray, plain: PlainChainDecoder
@@ -838,14 +861,21 @@ class ChunkIO:
     # -- the fast engine's batches ------------------------------------------------------------------
 
     async def _run_batches(
-        self, projections: list[ChunkProjection], workers: int, job: Callable[..., None], *args: Any
+        self,
+        projections: list[ChunkProjection],
+        workers: int,
+        job: Callable[..., None],
+        *args: Any,
+        work_nbytes: int | None = None,
     ) -> None:
         """Split ``projections`` into batches for ``workers`` threads; run ``job(batch, *args)`` on codec threads.
 
         The threads take batches from one queue and the last to finish wakes the event loop
-        once, rather than once per batch.
+        once, rather than once per batch. ``work_nbytes``: the bytes each chunk decodes or
+        encodes, where that is not the chunk's size.
         """
-        queue = _BatchQueue(_batches(projections, workers, self.chunk_nbytes), job, *args)
+        work = self.chunk_nbytes if work_nbytes is None else work_nbytes
+        queue = _BatchQueue(_batches(projections, workers, work), job, *args)
         if not queue.pending:
             return
         await self._run_on_codec_threads([queue.drain] * min(queue.pending, workers))

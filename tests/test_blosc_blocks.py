@@ -9,6 +9,7 @@ line, and count the bytes a read takes from the file to show the blocks not need
 from __future__ import annotations
 
 import struct
+import threading
 
 import numcodecs
 import numpy as np
@@ -291,3 +292,92 @@ def test_a_thread_keeps_no_frame_buffer_larger_than_the_cap_between_reads() -> N
     assert len(huge) == blosc_blocks._KEPT_FRAME_BYTES + 1
     kept = blosc_blocks._frame_buffer(1000)
     assert kept is not huge and len(kept) <= blosc_blocks._KEPT_FRAME_BYTES
+
+
+def _stream_bytes_read(frame: bytes, nbytes: int, first: int, last: int) -> tuple[np.ndarray | None, int]:
+    stored = _Stored(frame)
+    out = np.full(nbytes, 0xAB, dtype=np.uint8)
+    return (out if BlockReader(nbytes).read_into(stored, first, last, out) else None), stored.bytes_read
+
+
+@pytest.mark.parametrize("dtype", ["u1", "<u2", "<f4", "<f8"])
+@pytest.mark.parametrize("cname", ["lz4", "lz4hc"])
+def test_items_early_in_an_lz4_block_decode_from_its_streams_alone(dtype: str, cname: str) -> None:
+    itemsize = np.dtype(dtype).itemsize
+    chunk = _field((256, 4096 // itemsize), dtype)  # 1 MiB
+    frame = _frame(chunk, cname, blosc.SHUFFLE, 256 * 1024 // itemsize)  # c-blosc 1 multiplies it by the item size
+    whole = np.frombuffer(blosc.decompress(frame), dtype=np.uint8)
+    blocksize = struct.unpack_from("<i", frame, 8)[0]
+    nblocks = chunk.nbytes // blocksize
+    assert nblocks == 4
+    offsets = [*struct.unpack_from(f"<{nblocks}i", frame, 16), len(frame)]
+    for block in range(nblocks):
+        start = block * blocksize
+        for first, last in [(0, 4095), (100, 9000), (blocksize // 2, blocksize // 2 + 7), (4096 * 40, 4096 * 41 - 1)]:
+            part, read = _stream_bytes_read(frame, chunk.nbytes, start + first, start + last)
+            assert part is not None
+            span = slice(start + first, start + last + 1)
+            np.testing.assert_array_equal(part[span], whole[span])
+            if last < 10_000:  # the streams' first bytes, not the block's (compressed) bytes
+                assert read < 4096 + (offsets[block + 1] - offsets[block]) / 4, (read, offsets)
+
+
+def test_items_of_streams_stored_uncompressed_read_as_the_whole_decode() -> None:
+    # Smooth values with noise in their low bytes: LZ4 shrinks the streams of the high bytes, not those of the low.
+    noise = (np.linspace(0, 1, 256 * 1024) + np.random.default_rng(3).normal(0, 1e-4, 256 * 1024)).astype("<f4")
+    noise = noise.reshape(256, 1024)
+    frame = _frame(noise, "lz4", blosc.SHUFFLE, 256 * 1024 // 4)
+    whole = np.frombuffer(blosc.decompress(frame), dtype=np.uint8)
+    position, sizes = struct.unpack_from("<i", frame, 16)[0], []
+    for _ in range(4):
+        sizes.append(struct.unpack_from("<i", frame, position)[0])
+        position += 4 + sizes[-1]
+    assert 256 * 1024 // 4 in sizes and min(sizes) < 256 * 1024 // 4, sizes  # stored as it is, and compressed
+    for first, last in [(0, 3), (5, 4000), (256 * 1024 + 17, 256 * 1024 + 9000)]:
+        part, read = _stream_bytes_read(frame, noise.nbytes, first, last)
+        assert part is not None
+        np.testing.assert_array_equal(part[first : last + 1], whole[first : last + 1])
+        assert read < 4096 + 4 * (4 + 9000 // 4 + 64 + 255)
+
+
+def test_a_stream_longer_than_its_first_read_is_read_whole(monkeypatch) -> None:
+    from asyncarr.codecs import blosc_blocks
+
+    monkeypatch.setattr(blosc_blocks, "_lz4_bytes_for", lambda decoded_bytes: 8)  # always too few
+    smooth = _field((256, 1024), "<f4")
+    noisy = (np.linspace(0, 1, 256 * 1024) + np.random.default_rng(3).normal(0, 1e-4, 256 * 1024)).astype("<f4")
+    for chunk in (smooth, noisy.reshape(256, 1024)):  # streams all compressed; some stored as they are
+        frame = _frame(chunk, "lz4", blosc.SHUFFLE, 256 * 1024 // 4)
+        whole = np.frombuffer(blosc.decompress(frame), dtype=np.uint8)
+        for first, last in [(256 * 1024 + 4096, 256 * 1024 + 8191), (0, 3), (100, 50_000)]:
+            part = _read_part(frame, chunk.nbytes, first, last)
+            assert part is not None
+            np.testing.assert_array_equal(part[first : last + 1], whole[first : last + 1])
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_row_across_many_chunks_is_read_on_the_calling_thread_alone(tmp_path, monkeypatch, zarr_format: int) -> None:
+    from asyncarr.chunk_io import ChunkIO
+
+    compressor = (
+        numcodecs.Blosc("lz4", 5, blosc.SHUFFLE)
+        if zarr_format == 2
+        else [za.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4)]
+    )
+    path, data = _array(tmp_path, compressor, shape=(1024, 4096), chunks=(512, 512), zarr_format=zarr_format)
+    z = za.open_array(path, mode="r")
+    threads: list[int] = []
+    read_batch = ChunkIO._read_batch
+
+    def recording(self, *args, **kwargs):
+        threads.append(threading.get_ident())
+        return read_batch(self, *args, **kwargs)
+
+    monkeypatch.setattr(ChunkIO, "_read_batch", recording)
+    np.testing.assert_array_equal(z[512], data[512])  # the first read learns the frames' block size
+    threads.clear()
+    np.testing.assert_array_equal(z[512], data[512])  # 8 chunks, 2 KiB decoded of each
+    assert threads == [threading.get_ident()]
+    threads.clear()
+    np.testing.assert_array_equal(z[...], data)  # 16 whole chunks of 1 MiB: the codec threads share them
+    assert len(threads) > 1

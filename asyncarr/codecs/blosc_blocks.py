@@ -12,6 +12,14 @@ checks the same against the length in the header), and its header gives the libr
 item size, flags and block size as the whole frame does. So a block decoded here is, byte for
 byte, the block that decoding the whole frame gives.
 
+A part that lies in the first three quarters of one block of LZ4 streams, shuffled by byte (or of
+one-byte items), is read closer still: c-blosc 1 compresses byte ``j`` of every item of a block
+as stream ``j``, so items ``low`` to ``high`` are bytes ``low`` to ``high`` of each stream. Each
+stream is read only up to its ``high``-th byte and decoded only that far (LZ4's partial decode,
+from the LZ4 in libblosc2; `asyncarr.codecs.blosc_frames.lz4_prefix_decoder`), and its bytes
+from ``low`` go to their items. The bytes decoded are the first bytes of the stream that the
+whole decode gives; a stream LZ4 cannot decode that far leaves the block to the way above.
+
 What is not read is not checked: damage in a block that a read does not need is found by the
 reads that need it, as with a part of a shard. Anything this module does not recognize (frames
 stored uncompressed, format versions other than c-blosc 1's, a last block shorter than the
@@ -28,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 from numcodecs import blosc
 
+from asyncarr.codecs.blosc_frames import lz4_prefix_decoder
 from asyncarr.codecs.v3 import Buffer
 
 __all__ = ["BlockReader", "FramePart", "selection_byte_span"]
@@ -38,7 +47,8 @@ _ONE_BLOCK_HEADER = struct.Struct("<BBBBiiii")
 _INT32 = struct.Struct("<i")
 _HEAD_BYTES = 4096  # the header and the offsets of up to 1020 blocks, in one read
 _KEPT_FRAME_BYTES = 4 * 2**20  # c-blosc 1 blocks are at most 1 MiB: a larger "block" is a stranger's
-_MEMCPYED, _FUTURE_FLAGS, _DONT_SPLIT = 0x02, 0x08, 0x10
+_SHUFFLE, _MEMCPYED, _BITSHUFFLE, _FUTURE_FLAGS, _DONT_SPLIT = 0x01, 0x02, 0x04, 0x08, 0x10
+_LZ4_FORMAT = 1  # the compressor code (the flags' top three bits) of LZ4 and LZ4HC blocks
 _VERSION_FORMAT = 2  # what c-blosc 1 writes and reads
 _MAX_SPLITS, _MIN_BUFFERSIZE = 16, 128  # c-blosc 1's rule for splitting a block into streams
 
@@ -99,12 +109,28 @@ class BlockReader:
 
     def __init__(self, nbytes: int) -> None:
         self._nbytes = nbytes
-        self._blocksize = 0  # of the last frame seen; 0 before any (a hint, so no lock)
+        # Of the last frame seen (hints, so no lock): its block size (0 before any), and whether
+        # its blocks' first items can be decoded alone (`_read_items_of_block`).
+        self._blocksize = 0
+        self._items_alone = False
 
     def may_save(self, first_byte: int, last_byte: int) -> bool:
         """Whether bytes ``first_byte`` to ``last_byte`` of a chunk are likely to lie in fewer than all its blocks."""
         blocksize = self._blocksize
         return not blocksize or first_byte >= blocksize or last_byte < (self._nbytes - 1) // blocksize * blocksize
+
+    def decoded_bytes(self, first_byte: int, last_byte: int) -> int:
+        """About how many bytes a read of bytes ``first_byte`` to ``last_byte`` of a chunk decodes,
+        judged by the last frame read (the whole chunk before any): the work that frees the GIL,
+        which is what a second thread could share."""
+        blocksize = self._blocksize
+        if not blocksize or not self.may_save(first_byte, last_byte):
+            return self._nbytes
+        first_block, last_block = first_byte // blocksize, last_byte // blocksize
+        block_start = first_block * blocksize
+        if first_block == last_block and self._items_alone and 4 * (last_byte - block_start + 1) <= 3 * blocksize:
+            return last_byte - block_start + 1
+        return min(self._nbytes, (last_block - first_block + 1) * blocksize)
 
     def read_into(self, source: FramePart, first_byte: int, last_byte: int, destination: np.ndarray) -> bool:
         """Read and decode the blocks of the Blosc frame stored in ``source`` that hold bytes
@@ -133,6 +159,16 @@ class BlockReader:
             return False
         starts = struct.unpack_from(f"<{nblocks}i", head, _HEADER.size)
         splits = _splits(flags, typesize, blocksize)
+        self._items_alone = _items_alone(flags, typesize, blocksize) and splits == typesize
+        if first_block == last_block and self._items_alone:
+            start = starts[first_block]
+            end = min((other for other in starts if other > start), default=cbytes)
+            offset = first_block * blocksize
+            first, last = first_byte - offset, last_byte - offset
+            if offsets_end <= start < end <= cbytes and _read_items_of_block(
+                source, flags, typesize, blocksize, start, end, first, last, destination[offset:]
+            ):
+                return True
         for block in range(first_block, last_block + 1):
             start = starts[block]
             # Blocks lie one after another, in any order: this one ends where the next begins.
@@ -154,6 +190,94 @@ class BlockReader:
             except (RuntimeError, ValueError):
                 return False
         return True
+
+
+def _read_items_of_block(
+    source: FramePart,
+    flags: int,
+    typesize: int,
+    blocksize: int,
+    start: int,
+    end: int,
+    first_byte: int,
+    last_byte: int,
+    destination: np.ndarray,
+) -> bool:
+    """Read bytes ``first_byte`` to ``last_byte`` of one LZ4 block, stored from ``start`` to ``end``
+    of ``source``, into the same places of ``destination`` (the block's decoded bytes from 0),
+    decoding each stream only up to the last item needed; False when that is not how the block
+    is stored or would not save work (the caller then decodes the whole block).
+
+    c-blosc 1 shuffles a block (byte ``j`` of every item to stream ``j``) and compresses each
+    stream on its own, so items ``low`` to ``high`` are bytes ``low`` to ``high`` of every stream:
+    one row of a float32 chunk of 512 x 512, at the start of its block, takes 4 x 2 KiB decoded
+    and read instead of the block's 512 KiB (docs/performance.md, round 16).
+    """
+    decode = lz4_prefix_decoder()
+    if decode is None:
+        return False
+    stream_bytes = blocksize // typesize
+    low, high = first_byte // typesize, last_byte // typesize + 1
+    if 4 * high > 3 * stream_bytes:
+        return False  # most of the block: c-blosc 1 decodes and unshuffles all of it faster
+    reading, reading_address, decoded, decoded_address = _item_buffers(4 + stream_bytes, high)
+    items = destination[low * typesize : high * typesize].reshape(high - low, typesize)
+    position = start
+    for stream in range(typesize):
+        room = end - position - 4  # the most bytes this stream can have
+        if room <= 0:
+            return False
+        got = source.read_into(position, memoryview(reading)[: 4 + min(_lz4_bytes_for(high), room)])
+        if got < 4:
+            return False
+        size = _INT32.unpack_from(reading)[0]
+        if not 0 < size <= min(stream_bytes, room):
+            return False
+        if size == stream_bytes:  # stored as it is (c-blosc 1 does so when LZ4 does not shrink it)
+            if got < 4 + high:  # the items needed lie past what was read: read just them
+                got = source.read_into(position + 4 + low, memoryview(reading)[4 + low : 4 + high]) + 4 + low
+                if got < 4 + high:
+                    return False
+            items[:, stream] = reading[4 + low : 4 + high]
+        else:
+            count = decode(reading_address + 4, decoded_address, min(size, got - 4), high, high)
+            if count != high and got - 4 < size:  # the stream needed more than was read: read all of it
+                got = source.read_into(position + 4, memoryview(reading)[4 : 4 + size]) + 4
+                count = decode(reading_address + 4, decoded_address, size, high, high) if got == 4 + size else -1
+            if count != high:
+                return False  # damaged, or short: the whole decode says which
+            items[:, stream] = decoded[low:high]
+        position += 4 + size
+    return True
+
+
+def _items_alone(flags: int, typesize: int, blocksize: int) -> bool:
+    """Whether a block of a frame with this header keeps item ``i``'s bytes at place ``i`` of each
+    LZ4 stream (given one stream per byte of an item): `_read_items_of_block` then reads it."""
+    if flags >> 5 != _LZ4_FORMAT or blocksize % typesize or lz4_prefix_decoder() is None:
+        return False
+    return typesize == 1 or (bool(flags & _SHUFFLE) and not flags & _BITSHUFFLE)
+
+
+def _lz4_bytes_for(decoded_bytes: int) -> int:
+    """How many bytes of an LZ4 stream to read first for its first ``decoded_bytes``: enough for
+    all of them unless the stream is longer than LZ4's worst case makes it (literals, with one
+    length byte per 255 of them, and a little for the sequence that ends there)."""
+    return decoded_bytes + decoded_bytes // 255 + 64
+
+
+def _item_buffers(read_nbytes: int, decode_nbytes: int) -> tuple[np.ndarray, int, np.ndarray, int]:
+    """This thread's buffers for reading a block's streams and decoding their first items, with
+    their addresses; new ones, dropped after the read, when they would exceed what a thread keeps."""
+    if read_nbytes + decode_nbytes > _KEPT_FRAME_BYTES:
+        reading, decoded = np.empty(read_nbytes, np.uint8), np.empty(decode_nbytes, np.uint8)
+        return reading, reading.ctypes.data, decoded, decoded.ctypes.data
+    kept = getattr(_frames, "items", None)
+    if kept is None or len(kept[0]) < read_nbytes or len(kept[2]) < decode_nbytes:
+        reading = np.empty(max(read_nbytes, len(kept[0]) if kept else 0), np.uint8)
+        decoded = np.empty(max(decode_nbytes, len(kept[2]) if kept else 0), np.uint8)
+        kept = _frames.items = (reading, reading.ctypes.data, decoded, decoded.ctypes.data)
+    return kept
 
 
 def _splits(flags: int, typesize: int, blocksize: int) -> int:

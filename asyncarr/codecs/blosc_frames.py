@@ -19,6 +19,9 @@ shuffle and bitshuffle together, which it takes for its extended header), a code
 know, and compressed streams of positive sizes (c-blosc2 takes a size of zero or below for
 a run of one byte, where c-blosc 1 refuses the frame). Anything else, and any frame c-blosc2
 refuses, goes to numcodecs, whose answer (the chunk, or its error) is then the answer.
+
+The same library's LZ4 also decodes the first bytes of a compressed stream alone
+(`lz4_prefix_decoder`), for reads of the first items of a block (`asyncarr.codecs.blosc_blocks`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["decompress_into_address", "fast_decoder_available"]
+__all__ = ["decompress_into_address", "fast_decoder_available", "lz4_prefix_decoder"]
 
 _START = struct.Struct("<BBBBIIIi")
 """The 16-byte header (format, codec format, flags, item size, sizes) and the first block's offset."""
@@ -52,6 +55,7 @@ _BLOSC1_FORMATS = (2,)  # what c-blosc 1 writes; older frames are left to it
 
 _load_lock = threading.Lock()
 _decompress: Any = None
+_lz4_prefix: Any = None
 _loaded = False
 
 
@@ -71,8 +75,9 @@ def _library_paths() -> list[str]:
 
 
 def _load() -> Any:
-    """``blosc2_decompress`` from libblosc2, or None when the package (or its library) is not there."""
-    global _decompress, _loaded
+    """``blosc2_decompress`` from libblosc2, or None when the package (or its library) is not there;
+    also ``LZ4_decompress_safe_partial``, which libblosc2 exports from the LZ4 it is built with."""
+    global _decompress, _lz4_prefix, _loaded
     with _load_lock:
         if _loaded:
             return _decompress
@@ -89,6 +94,10 @@ def _load() -> Any:
             function.restype = ctypes.c_int
             library.blosc2_init()  # idempotent; python-blosc2, if imported too, shares this library's state
             _decompress = function
+            _lz4_prefix = getattr(library, "LZ4_decompress_safe_partial", None)
+            if _lz4_prefix is not None:
+                _lz4_prefix.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+                _lz4_prefix.restype = ctypes.c_int
             break
         return _decompress
 
@@ -107,6 +116,16 @@ if hasattr(os, "register_at_fork"):
 def fast_decoder_available() -> bool:
     """Whether c-blosc2 was found (the ``fast`` extra installs it)."""
     return (_decompress if _loaded else _load()) is not None
+
+
+def lz4_prefix_decoder() -> Any:
+    """LZ4's ``LZ4_decompress_safe_partial(src, dst, src_size, target_size, dst_capacity)`` from
+    libblosc2, or None without it: it decodes the first ``target_size`` bytes of an LZ4 block and
+    stops, reading no more than ``src_size`` bytes nor writing more than ``dst_capacity``. It keeps
+    no state, so unlike `decompress_into_address` it serves forked children too."""
+    if not _loaded:
+        _load()
+    return _lz4_prefix
 
 
 def decompress_into_address(frame: bytes, address: int, nbytes: int) -> bool:

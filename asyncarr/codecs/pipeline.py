@@ -328,6 +328,15 @@ class PlainChainDecoder:
         part = memoryview(flat[span[0] : span[1] + 1])
         return scratch if source.read_into(span[0], part) == len(part) else None
 
+    def part_decoded_bytes(self, selection: Selection) -> int:
+        """About how many bytes `scratch_read_part` decodes for ``selection`` (the work a second thread could share)."""
+        span = selection_byte_span(selection, self._shape, self._dtype.itemsize)
+        if span is None:
+            return self._nbytes
+        if not self._blosc_framed:
+            return 0  # raw bytes: read, not decoded
+        return self._blocks.decoded_bytes(*span)
+
     def _scratch_chunk(self) -> np.ndarray:
         scratch = getattr(self._scratch, "chunk", None)
         if scratch is None:
