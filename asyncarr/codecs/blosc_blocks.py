@@ -128,8 +128,9 @@ class BlockReader:
             return self._nbytes
         first_block, last_block = first_byte // blocksize, last_byte // blocksize
         block_start = first_block * blocksize
-        if first_block == last_block and self._items_alone and 4 * (last_byte - block_start + 1) <= 3 * blocksize:
-            return last_byte - block_start + 1
+        through = last_byte - block_start + 1  # bytes of the block up to the last one read
+        if first_block == last_block and self._items_alone and _items_alone_save(through, blocksize):
+            return through
         return min(self._nbytes, (last_block - first_block + 1) * blocksize)
 
     def read_into(self, source: FramePart, first_byte: int, last_byte: int, destination: np.ndarray) -> bool:
@@ -159,10 +160,10 @@ class BlockReader:
             return False
         starts = struct.unpack_from(f"<{nblocks}i", head, _HEADER.size)
         splits = _splits(flags, typesize, blocksize)
-        self._items_alone = _items_alone(flags, typesize, blocksize) and splits == typesize
+        self._items_alone = _items_alone(flags, typesize, blocksize, splits)
         if first_block == last_block and self._items_alone:
             start = starts[first_block]
-            end = min((other for other in starts if other > start), default=cbytes)
+            end = _block_end(starts, start, cbytes)
             offset = first_block * blocksize
             first, last = first_byte - offset, last_byte - offset
             if offsets_end <= start < end <= cbytes and _read_items_of_block(
@@ -171,8 +172,7 @@ class BlockReader:
                 return True
         for block in range(first_block, last_block + 1):
             start = starts[block]
-            # Blocks lie one after another, in any order: this one ends where the next begins.
-            end = min((other for other in starts if other > start), default=cbytes)
+            end = _block_end(starts, start, cbytes)
             if not offsets_end <= start < end <= cbytes:
                 return False
             frame = _frame_buffer(_ONE_BLOCK_HEADER.size + end - start)
@@ -190,6 +190,12 @@ class BlockReader:
             except (RuntimeError, ValueError):
                 return False
         return True
+
+
+def _block_end(starts: tuple[int, ...], start: int, cbytes: int) -> int:
+    """Where the block stored from ``start`` ends: blocks lie one after another, in any order, so
+    where the next one begins, or at the frame's end (``cbytes``) for the last."""
+    return min((other for other in starts if other > start), default=cbytes)
 
 
 def _read_items_of_block(
@@ -213,12 +219,10 @@ def _read_items_of_block(
     one row of a float32 chunk of 512 x 512, at the start of its block, takes 4 x 2 KiB decoded
     and read instead of the block's 512 KiB (docs/performance.md, round 16).
     """
-    decode = lz4_prefix_decoder()
-    if decode is None:
-        return False
+    decode = lz4_prefix_decoder()  # not None: `_items_alone` said so of this frame
     stream_bytes = blocksize // typesize
     low, high = first_byte // typesize, last_byte // typesize + 1
-    if 4 * high > 3 * stream_bytes:
+    if not _items_alone_save(high * typesize, blocksize):
         return False  # most of the block: c-blosc 1 decodes and unshuffles all of it faster
     reading, reading_address, decoded, decoded_address = _item_buffers(4 + stream_bytes, high)
     items = destination[low * typesize : high * typesize].reshape(high - low, typesize)
@@ -251,12 +255,18 @@ def _read_items_of_block(
     return True
 
 
-def _items_alone(flags: int, typesize: int, blocksize: int) -> bool:
-    """Whether a block of a frame with this header keeps item ``i``'s bytes at place ``i`` of each
-    LZ4 stream (given one stream per byte of an item): `_read_items_of_block` then reads it."""
-    if flags >> 5 != _LZ4_FORMAT or blocksize % typesize or lz4_prefix_decoder() is None:
+def _items_alone(flags: int, typesize: int, blocksize: int, splits: int) -> bool:
+    """Whether a block of a frame with this header, compressed as ``splits`` streams, keeps item
+    ``i``'s bytes at place ``i`` of each LZ4 stream: `_read_items_of_block` then reads it."""
+    if splits != typesize or flags >> 5 != _LZ4_FORMAT or blocksize % typesize or lz4_prefix_decoder() is None:
         return False
     return typesize == 1 or (bool(flags & _SHUFFLE) and not flags & _BITSHUFFLE)
+
+
+def _items_alone_save(through: int, blocksize: int) -> bool:
+    """Whether decoding a block's streams only as far as its first ``through`` bytes saves work:
+    up to three quarters of it; past that, c-blosc 1 decodes and unshuffles the whole block faster."""
+    return 4 * through <= 3 * blocksize
 
 
 def _lz4_bytes_for(decoded_bytes: int) -> int:
