@@ -16,7 +16,7 @@ from numcodecs import blosc
 
 import asyncarr.sync as za
 from asyncarr.codecs import CodecPipeline
-from asyncarr.codecs.blosc_compression import blosc_compressor
+from asyncarr.codecs.blosc_compression import BLOSC_MAX_OVERHEAD, blosc_compressor, blosc_compressor_into
 from asyncarr.errors import CodecError
 from asyncarr.stores import MemoryStore
 
@@ -177,3 +177,90 @@ def test_v2_compressor_typesize_from_the_metadata_reaches_the_plain_encoder() ->
         assert bytes(pipeline.plain_encoder(chunk)) == pipeline.encode(chunk, "k")
         unshown = numcodecs.Blosc("lz4", 5, 1).encode(np.ascontiguousarray(chunk))
         assert bytes(pipeline.plain_encoder(chunk)) != unshown  # typesize 4 shows
+
+
+@pytest.mark.parametrize("dtype", ["u1", "u2", "i4", "f8", "<c8", "bool"])
+@pytest.mark.parametrize(
+    "blosc",
+    [_blosc_v3("noshuffle"), _blosc_v3("shuffle", 4), _blosc_v3("bitshuffle", 2), _blosc_v3("noshuffle", None, "lz4")],
+)
+def test_v3_plain_encoder_into_writes_the_bytes_of_the_general_path_where_it_is_told(
+    dtype: str, blosc: dict[str, Any]
+) -> None:
+    pipeline = _v3(dtype, [{"name": "bytes", "configuration": {"endian": "little"}}, blosc])
+    compress_into = pipeline.plain_encoder_into
+    assert compress_into is not None
+    for chunk in _layouts(dtype):
+        chunk = np.ascontiguousarray(chunk)
+        expected = pipeline.encode(chunk, "k")
+        capacity = chunk.nbytes + BLOSC_MAX_OVERHEAD
+        room = np.full(7 + capacity + 5, 0xAB, dtype=np.uint8)
+        length = compress_into(chunk, room.ctypes.data + 7, capacity)
+        assert room[7 : 7 + length].tobytes() == expected
+        # Blosc may use all of its room while it works, and nothing outside it.
+        assert (room[:7] == 0xAB).all() and (room[7 + capacity :] == 0xAB).all()
+
+
+def test_plain_encoder_into_is_absent_where_the_plain_encoder_is() -> None:
+    assert _v2("u2").plain_encoder_into is None  # v2 has no shards to lay chunks into
+    raw = _v3("u2", [{"name": "bytes", "configuration": {"endian": "little"}}])
+    assert raw.plain_encoder is None and raw.plain_encoder_into is None
+    big = _v3("u2", [{"name": "bytes", "configuration": {"endian": "big"}}, _blosc_v3("shuffle", 2)])
+    assert big.plain_encoder_into is None
+
+
+def test_blosc_compressor_into_refuses_small_rooms_and_what_blosc_encode_refuses() -> None:
+    codec = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)
+    compress_into = blosc_compressor_into(codec, np.dtype("f8"), None)
+    assert compress_into is not None
+    values = np.arange(100.0)
+    room = np.zeros(values.nbytes + BLOSC_MAX_OVERHEAD, dtype=np.uint8)
+    with pytest.raises(ValueError, match="cannot hold"):
+        compress_into(values, room.ctypes.data, values.nbytes)
+    codec.max_buffer_size = 500  # as a chunk over Blosc's 2 GiB would, without allocating one
+    small_compress_into = blosc_compressor_into(codec, np.dtype("u1"), None)  # its probe is 257 bytes
+    assert small_compress_into is not None
+    with pytest.raises(ValueError, match="500"):
+        small_compress_into(values.view("u1"), room.ctypes.data, room.nbytes)
+    # A typesize the codec holds but does not show: the probe finds the bytes differ, so none.
+    hidden = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE, typesize=4)
+    assert blosc_compressor_into(hidden, np.dtype("u1"), None) is None
+    assert blosc_compressor_into(hidden, np.dtype("u1"), 4) is not None
+
+
+def _sharded(path: Any) -> Any:
+    """An array of 4 shards of 3 x 2 inner chunks of Blosc over raw bytes, at ``path``."""
+    return za.create(
+        shape=(64, 48),
+        chunks=(16, 16),
+        shards=(32, 48),
+        dtype="f4",
+        zarr_format=3,
+        store=str(path),
+        compressor=numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE),
+    )
+
+
+def test_shards_compress_inner_chunks_into_their_body_with_the_bytes_of_the_general_path(tmp_path: Any) -> None:
+    data = np.random.default_rng(3).random((64, 48)).astype("f4")
+    data[:16, :16] = 0  # one inner chunk of fill, left out of its shard
+    into = _sharded(tmp_path / "into.zarr")
+    inner = into.async_array._pipeline.codecs[0].inner_pipeline
+    compress_into = inner.plain_encoder_into
+    assert compress_into is not None
+    calls: list[int] = []
+
+    def counted(chunk: np.ndarray, address: int, capacity: int) -> int:
+        calls.append(chunk.nbytes)
+        return compress_into(chunk, address, capacity)
+
+    inner.__dict__["plain_encoder_into"] = counted
+    into[...] = data
+    assert calls == [16 * 16 * 4] * 11  # 12 inner chunks, one of them fill
+
+    general = _sharded(tmp_path / "general.zarr")
+    general.async_array._pipeline.codecs[0].inner_pipeline.__dict__["plain_encoder_into"] = None
+    general[...] = data
+    for key in ("c/0/0", "c/1/0"):
+        assert (tmp_path / "into.zarr" / key).read_bytes() == (tmp_path / "general.zarr" / key).read_bytes()
+    np.testing.assert_array_equal(za.open_array(str(tmp_path / "into.zarr"), mode="r")[...], data)

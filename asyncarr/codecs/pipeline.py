@@ -30,7 +30,7 @@ from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
 from asyncarr.codecs.allowlist import DATA_OBJECT_CODEC_IDS, OBJECT_LIST_CODEC_IDS, VARIABLE_LENGTH_CODEC_IDS
 from asyncarr.codecs.blosc_blocks import BlockReader, FramePart, selection_byte_span
-from asyncarr.codecs.blosc_compression import blosc_compressor
+from asyncarr.codecs.blosc_compression import CompressInto, blosc_compressor, blosc_compressor_into
 from asyncarr.codecs.blosc_frames import decompress_into_address, fast_decoder_available
 from asyncarr.codecs.bounded import check_vlen_count
 from asyncarr.codecs.objects import decode_categories, decode_object_list
@@ -218,6 +218,19 @@ class CodecPipeline(abc.ABC):
 
     def _plain_chain_encoder(self) -> Callable[[np.ndarray], Buffer] | None:
         """Subclasses return a fast encoder when the chain is just raw bytes, Blosc-compressed."""
+        return None
+
+    @functools.cached_property
+    def plain_encoder_into(self) -> CompressInto | None:
+        """`plain_encoder`, writing into memory the caller gives: ``compress(chunk, address,
+        capacity)`` takes a C-contiguous chunk of the chunk's shape and the array's dtype and
+        returns the length of what it wrote; None where the chain is not Blosc over raw bytes, or
+        numcodecs' Blosc cannot be called so (`blosc_compressor_into`). For shards, whose inner
+        chunks are laid end to end in one buffer."""
+        return self._plain_chain_encoder_into()
+
+    def _plain_chain_encoder_into(self) -> CompressInto | None:
+        """Subclasses return `plain_encoder_into` where their chain allows it."""
         return None
 
     @abc.abstractmethod
@@ -705,6 +718,21 @@ class _V3Pipeline(CodecPipeline):
             return compress(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
 
         return encode
+
+    def _plain_chain_encoder_into(self) -> CompressInto | None:
+        if self.plain_encoder is None:  # the same chains, and the same reading of the typesize
+            return None
+        blosc_codec = self.bytes_bytes[0]
+        if blosc_codec.typesize is not None:
+            return blosc_compressor_into(blosc_codec.as_numcodecs(), self.dtype, blosc_codec.typesize)
+        compress = blosc_compressor_into(blosc_codec.as_numcodecs(), np.dtype(np.uint8), None)
+        if compress is None:
+            return None
+
+        def compress_bytes(chunk: np.ndarray, address: int, capacity: int) -> int:
+            return compress(chunk.reshape(-1).view(np.uint8), address, capacity)
+
+        return compress_bytes
 
     def _plain_chain_decoder(self, chunk_shape: tuple[int, ...]) -> PlainChainDecoder | None:
         if self.array_array or not isinstance(self.array_bytes, BytesCodec) or len(self.bytes_bytes) > 1:
