@@ -217,6 +217,8 @@ def test_blosc_compressor_into_refuses_small_rooms_and_what_blosc_encode_refuses
     room = np.zeros(values.nbytes + BLOSC_MAX_OVERHEAD, dtype=np.uint8)
     with pytest.raises(ValueError, match="cannot hold"):
         compress_into(values, room.ctypes.data, values.nbytes)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        compress_into(np.arange(200.0)[::2], room.ctypes.data, room.nbytes)
     codec.max_buffer_size = 500  # as a chunk over Blosc's 2 GiB would, without allocating one
     small_compress_into = blosc_compressor_into(codec, np.dtype("u1"), None)  # its probe is 257 bytes
     assert small_compress_into is not None

@@ -138,6 +138,8 @@ def blosc_compressor_into(codec: Any, dtype: np.dtype, typesize: int | None) -> 
     largest = getattr(codec, "max_buffer_size", 2**31 - 1)
 
     def compress_into(chunk: np.ndarray, address: int, capacity: int) -> int:
+        if not chunk.flags.c_contiguous:  # Blosc reads ``nbytes`` from the first element's address
+            raise ValueError("Blosc compresses C-contiguous arrays only")
         nbytes = chunk.nbytes
         if nbytes > largest:
             raise ValueError(f"Codec does not support buffers of > {largest} bytes")
