@@ -50,10 +50,8 @@ def blosc_compressor(codec: Any, dtype: np.dtype, typesize: int | None) -> Calla
     ``codec.encode`` (a numcodecs Blosc codec whose typesize is ``typesize``, None for the
     buffer's item size) would its C-contiguous copy, byte for byte. Where the direct call does not
     give ``codec.encode``'s bytes on a probe, ``codec.encode`` of that copy."""
-    config = codec.get_config()
-    try:
-        settings = (str(config["cname"]).encode("ascii"), config["clevel"], config["shuffle"], config["blocksize"])
-    except (KeyError, TypeError, UnicodeEncodeError):
+    settings = _settings(codec)
+    if settings is None:
         return codec.encode
     compress, contiguous = blosc.compress, np.ascontiguousarray
     largest = getattr(codec, "max_buffer_size", 2**31 - 1)
@@ -75,6 +73,16 @@ def blosc_compressor(codec: Any, dtype: np.dtype, typesize: int | None) -> Calla
     except Exception:  # the direct call refuses what Blosc.encode takes (or both refuse): keep Blosc.encode
         same = False
     return compress_chunk if same else encode_copy
+
+
+def _settings(codec: Any) -> tuple[bytes, Any, Any, Any] | None:
+    """A numcodecs Blosc codec's compressor name (as bytes), level, shuffle and block size, as its
+    configuration gives them; None where it lacks one or names its compressor outside ASCII."""
+    config = codec.get_config()
+    try:
+        return str(config["cname"]).encode("ascii"), config["clevel"], config["shuffle"], config["blocksize"]
+    except (KeyError, TypeError, UnicodeEncodeError):
+        return None
 
 
 def _probe(dtype: np.dtype) -> np.ndarray:
@@ -123,14 +131,15 @@ def blosc_compressor_into(codec: Any, dtype: np.dtype, typesize: int | None) -> 
     """A function compressing a C-contiguous array of ``dtype`` into ``capacity`` bytes at
     ``address`` (at least its size plus `BLOSC_MAX_OVERHEAD`), returning the frame's length: the
     bytes `blosc_compressor` gives for the same codec. None where that cannot be had this way."""
-    compress_ctx = _blosc_compress_ctx()
-    config = codec.get_config()
-    try:
-        cname = str(config["cname"]).encode("ascii")
-        clevel, shuffle, blocksize = int(config["clevel"]), int(config["shuffle"]), int(config["blocksize"])
-    except (KeyError, TypeError, ValueError, UnicodeEncodeError):
+    compress_ctx, settings = _blosc_compress_ctx(), _settings(codec)
+    if compress_ctx is None or settings is None:
         return None
-    if compress_ctx is None or blocksize < 0:
+    cname = settings[0]
+    try:  # C ints for ctypes
+        clevel, shuffle, blocksize = (int(value) for value in settings[1:])
+    except (TypeError, ValueError):
+        return None
+    if blocksize < 0:
         return None
     itemsize = typesize if typesize is not None else dtype.itemsize
     if shuffle == _AUTOSHUFFLE:  # what numcodecs' compress does with it

@@ -459,7 +459,6 @@ class _Body:
         # Pages of an np.empty are only faulted in where written; NumPy asks for huge pages.
         self._buffer = np.empty(max(capacity, 1), dtype=np.uint8)
         self._bytes = memoryview(self._buffer)  # slice assignment through it: ~0.1 us a piece
-        self._address = self._buffer.ctypes.data
         self._used = 0
 
     @property
@@ -484,7 +483,7 @@ class _Body:
         """Have ``write(chunk, address, capacity)`` write at most ``capacity`` bytes after what is
         there, and keep the length it returns."""
         self._grow_to(self._used + capacity)
-        length = write(chunk, self._address + self._used, capacity)
+        length = write(chunk, self._buffer.ctypes.data + self._used, capacity)
         if not 0 < length <= capacity:  # never trusted blindly: the body's size depends on it
             raise ValueError(f"an encoder wrote {length} bytes into room for {capacity}")
         self._used += length
@@ -505,4 +504,3 @@ class _Body:
             grown[: self._used] = self._buffer[: self._used]
             self._buffer = grown
             self._bytes = memoryview(grown)
-            self._address = grown.ctypes.data
