@@ -9,9 +9,11 @@ import asyncio
 import os
 import pickle
 import re
+import stat
 import subprocess
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -102,8 +104,8 @@ def test_local_directory_at_a_key_reads_as_missing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 * 65536, 1 << 20])
 def test_local_whole_reads_return_every_byte_around_the_small_file_size(tmp_path: Path, size: int) -> None:
-    # Small files take two os.read calls and larger ones a second pass from the start:
-    # both must return exactly what is on disk, written by hand or by the store.
+    # Whole reads ask the size, then read it and one byte more: every size must come back exactly
+    # as it is on disk, written by hand or by the store.
     value = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
     (tmp_path / "by-hand").write_bytes(value)
     store = LocalStore(tmp_path)
@@ -111,6 +113,43 @@ def test_local_whole_reads_return_every_byte_around_the_small_file_size(tmp_path
     for key in ("by-hand", "by-store"):
         assert store.get_sync(key) == value
         assert run(store.get(key)) == value
+
+
+@pytest.mark.parametrize("size", [0, 2048, 1 << 20])
+def test_a_whole_read_asks_the_size_then_reads_the_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    # W1's chunks of 1 MiB were read 64 KiB first, then whole again from the start: a seek, a
+    # stat and two more reads a chunk, and 64 KiB copied twice.
+    value = os.urandom(size)
+    (tmp_path / "chunk").write_bytes(value)
+    store = LocalStore(tmp_path)
+    calls: list[str] = []
+    for name in ("read", "lseek", "fstat"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *args, name=name, real=real: calls.append(name) or real(*args))
+    assert store.get_sync("chunk") == value
+    assert calls == ["fstat", "read"]
+
+
+@pytest.mark.parametrize("told", [0, 1, 4095, 4097, 1 << 20])
+def test_a_whole_read_of_a_file_whose_size_changed_since_it_was_asked_returns_every_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, told: int
+) -> None:
+    # fstat's answer is a guess that can be stale: a file that grew is read on to its end, one
+    # read short of the size is read on too.
+    value = os.urandom(4096)
+    (tmp_path / "chunk").write_bytes(value)
+    store = LocalStore(tmp_path)
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> Any:
+        status = real_fstat(fd)
+        return status if not stat.S_ISREG(status.st_mode) else SimpleNamespace(st_size=told, st_mode=status.st_mode)
+
+    monkeypatch.setattr(os, "fstat", stale_fstat)
+    assert store.get_sync("chunk") == value
+    assert run(store.get("chunk")) == value
 
 
 def test_local_range_read_of_a_huge_sparse_file_reads_only_the_range(tmp_path: Path) -> None:
