@@ -4,10 +4,12 @@
 chunks 512 x 512, Blosc lz4 5 with shuffle, v2 keys) once with asyncarr, then times W4's row
 (row 4096: 16 chunks, one row of each) and window (rows and columns 1000-2000: 9 chunks, parts
 of 8) beside asyncarr's facade, tensorstore (with and without fsync; they read alike) and
-zarr-python with zarrs, interleaved, on the same files. The floor reads each chunk file whole
+zarr-python with zarrs, interleaved, on the same files. The bare floor reads each chunk file whole
 (``os.readv`` into a reused buffer), decodes it with ``numcodecs.blosc.decompress`` into a chunk-sized
 scratch array of its thread, and copies the selected part into the output; on one thread and
-on two (each a share of the chunks). Every result is checked against the data.
+on two (each a share of the chunks). The floor with duties (`read_floors.read_part_with_duties`,
+the one the full run times beside W4) reads only the Blosc blocks each part lies in, as asyncarr
+does, with a library's checks. Every result is checked against the data.
 
 ``--idle-ms 5`` sleeps that long before each timed call, so every call starts as a data service's
 request does after a pause, on idle cores: on this project's 2-core VM a call then costs more
@@ -31,6 +33,7 @@ import numpy as np
 from numcodecs import blosc
 
 from .engines import ENGINES, ArraySpec
+from .read_floors import chunk_pieces, read_part_with_duties
 from .workloads import field
 
 __all__ = ["main"]
@@ -38,25 +41,6 @@ __all__ = ["main"]
 SPEC = ArraySpec((8192, 8192), (512, 512), "float32", 2)
 SELECTIONS = {"row": (4096, slice(None)), "window": (slice(1000, 2000), slice(1000, 2000))}
 ENGINE_NAMES = ["asyncarr-sync", "tensorstore", "tensorstore-nosync", "zarr-python-zarrs"]
-
-
-def _pieces(
-    selection: tuple[Any, Any],
-) -> tuple[tuple[int, ...], list[tuple[str, tuple[slice, slice], tuple[slice, slice]]]]:
-    """The output's shape and, per chunk touched, its key, its part to take and where that goes."""
-    rows = slice(selection[0], selection[0] + 1) if isinstance(selection[0], int) else selection[0]
-    columns = selection[1].indices(SPEC.shape[1])
-    row_range, column_range = rows.indices(SPEC.shape[0])[:2], columns[:2]
-    side = SPEC.chunks[0]
-    pieces = []
-    for i in range(row_range[0] // side, (row_range[1] - 1) // side + 1):
-        for j in range(column_range[0] // side, (column_range[1] - 1) // side + 1):
-            r0, r1 = max(row_range[0], i * side), min(row_range[1], (i + 1) * side)
-            c0, c1 = max(column_range[0], j * side), min(column_range[1], (j + 1) * side)
-            inside = (slice(r0 - i * side, r1 - i * side), slice(c0 - j * side, c1 - j * side))
-            target = (slice(r0 - row_range[0], r1 - row_range[0]), slice(c0 - column_range[0], c1 - column_range[0]))
-            pieces.append((f"{i}.{j}", inside, target))
-    return (row_range[1] - row_range[0], column_range[1] - column_range[0]), pieces
 
 
 _scratch = threading.local()
@@ -79,7 +63,7 @@ def _read_pieces(root: str, pieces: list[Any], out: np.ndarray) -> None:
 
 
 def _floor(root: str, selection: Any, threads: int, pool: ThreadPoolExecutor) -> np.ndarray:
-    shape, pieces = _pieces(selection)
+    shape, pieces = chunk_pieces(SPEC, selection)
     out = np.empty(shape, dtype=SPEC.dtype)
     if threads == 1:
         _read_pieces(root, pieces, out)
@@ -110,6 +94,7 @@ def main() -> None:
                 runners: dict[str, Callable[[], Any]] = {
                     "Python floor, one thread": lambda s=selection: _floor(root, s, 1, pool),
                     "Python floor, two threads": lambda s=selection: _floor(root, s, 2, pool),
+                    "Python floor with duties, by the block": lambda s=selection: read_part_with_duties(root, SPEC, s),
                 } | {name: (lambda n=name, s=selection: ENGINES[n].read(handles[n], s)) for name in ENGINE_NAMES}
                 times: dict[str, list[float]] = {name: [] for name in runners}
                 for name, run in runners.items():  # warm-up, and the check

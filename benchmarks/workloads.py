@@ -17,7 +17,7 @@ import numpy as np
 from .bare_s3 import FLOOR, FLOOR_REPLACE, BareS3, chunk_keys, encoded_chunks
 from .engines import ENGINES, ArraySpec, S3Location
 from .measure import Measurement, interleaved
-from .read_floors import read_with_duties
+from .read_floors import read_part_with_duties, read_with_duties
 from .write_floors import FLOOR_DUTIES, write_with_duties
 
 __all__ = ["field", "floors", "full_write_and_read", "many_small_reads", "partial_reads"]
@@ -128,7 +128,9 @@ def partial_reads(
     server_cpu: Callable[[], float] | None = None,
     kinds: tuple[str, ...] = ("row", "window"),
 ) -> list[Measurement]:
-    """W4: one row and one 1000x1000 window, each read ``repeats`` times per engine (median latency)."""
+    """W4: one row and one 1000x1000 window, each read ``repeats`` times per engine (median latency),
+    beside a floor: on S3 the bare requests, locally Python with a library's duties
+    (`read_floors.read_part_with_duties`)."""
     data = field(spec.shape, spec.dtype)
     handles = {name: ENGINES[name].open(where, s3) for name in engines}
     row = spec.shape[0] // 2
@@ -142,6 +144,8 @@ def partial_reads(
             runners[FLOOR] = lambda s=selection: floor.get_sharded(spec, s)
         elif floor:
             runners[FLOOR] = lambda keys=chunk_keys(spec, selection): floor.get_all(keys)
+        elif not spec.shards:  # local: the least Python that reads the same blocks, with a library's duties
+            runners[FLOOR_DUTIES] = lambda s=selection: read_part_with_duties(where, spec, s)
         measured = interleaved(
             f"{label} {kind}",
             runners,
