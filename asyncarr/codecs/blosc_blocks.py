@@ -63,12 +63,18 @@ def selection_byte_span(selection: Any, shape: tuple[int, ...], itemsize: int) -
     first = last = 0
     stride = itemsize
     for part, size in zip(reversed(selection), reversed(shape), strict=True):
-        if type(part) is slice:
-            start, stop, step = part.indices(size)
-            count = len(range(start, stop, step))
-            if not count:
+        if type(part) is slice and part.step == 1 and type(part.start) is int and type(part.stop) is int:
+            # The form the indexers make, asked twice for each part of a chunk a read takes: no
+            # normalizing needed when both ends already lie inside the axis.
+            low, high = part.start, part.stop - 1
+            if not 0 <= low <= high < size:
+                low, high = _slice_ends(part, size)
+                if low < 0:
+                    return None
+        elif type(part) is slice:
+            low, high = _slice_ends(part, size)
+            if low < 0:
                 return None
-            low, high = sorted((start, start + (count - 1) * step))
         elif isinstance(part, (int, np.integer)):
             low = high = int(part) % size if -size <= part < size else -1
             if low < 0:
@@ -83,6 +89,16 @@ def selection_byte_span(selection: Any, shape: tuple[int, ...], itemsize: int) -
         last += high * stride
         stride *= size
     return first, last + itemsize - 1
+
+
+def _slice_ends(part: slice, size: int) -> tuple[int, int]:
+    """The lowest and highest index ``part`` takes on an axis of ``size``; (-1, -1) when it takes none."""
+    start, stop, step = part.indices(size)
+    count = len(range(start, stop, step))
+    if not count:
+        return -1, -1
+    last = start + (count - 1) * step
+    return (start, last) if step > 0 else (last, start)
 
 
 class FramePart(Protocol):
