@@ -186,6 +186,30 @@ def test_selection_byte_span(selection: tuple, expected: tuple[int, int] | None)
     assert selection_byte_span(selection, (12, 10), 4) == expected
 
 
+_bounds = st.one_of(st.none(), st.integers(-14, 14))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 7), min_size=1, max_size=3),
+    parts=st.lists(
+        st.one_of(st.builds(slice, _bounds, _bounds, st.sampled_from([None, 1, 1, 2, -1, -3])), st.integers(-8, 8)),
+        min_size=3,
+        max_size=3,
+    ),
+)
+def test_selection_byte_span_is_where_numpy_finds_the_elements(shape: list[int], parts: list) -> None:
+    # Every form an indexer or a user gives: unit-step slices inside the axis (the fast way),
+    # ends outside it, other steps, integers; the reference is NumPy's own selection of the offsets.
+    selection = tuple(
+        part if isinstance(part, slice) or -size <= part < size else part % size
+        for part, size in zip(parts[: len(shape)], shape, strict=True)
+    )
+    offsets = np.arange(int(np.prod(shape))).reshape(shape)[selection]
+    expected = (int(offsets.min()) * 4, int(offsets.max()) * 4 + 3) if np.size(offsets) else None
+    assert selection_byte_span(selection, tuple(shape), 4) == expected
+
+
 def _array(tmp_path, compressor, shape=(512, 512), chunks=(256, 512), dtype="<f4", zarr_format=2):
     data = _field(shape, dtype)
     path = str(tmp_path / "a.zarr")
