@@ -63,18 +63,16 @@ def selection_byte_span(selection: Any, shape: tuple[int, ...], itemsize: int) -
     first = last = 0
     stride = itemsize
     for part, size in zip(reversed(selection), reversed(shape), strict=True):
-        if type(part) is slice and part.step == 1 and type(part.start) is int and type(part.stop) is int:
-            # The form the indexers make, asked twice for each part of a chunk a read takes: no
-            # normalizing needed when both ends already lie inside the axis.
-            low, high = part.start, part.stop - 1
-            if not 0 <= low <= high < size:
+        if type(part) is slice:
+            start, stop = part.start, part.stop
+            if part.step == 1 and type(start) is int and type(stop) is int and 0 <= start < stop <= size:
+                # The form the indexers make, asked twice for each part of a chunk a read takes:
+                # both ends inside the axis need no normalizing.
+                low, high = start, stop - 1
+            else:
                 low, high = _slice_ends(part, size)
                 if low < 0:
                     return None
-        elif type(part) is slice:
-            low, high = _slice_ends(part, size)
-            if low < 0:
-                return None
         elif isinstance(part, (int, np.integer)):
             low = high = int(part) % size if -size <= part < size else -1
             if low < 0:
