@@ -74,7 +74,7 @@ def _read_chunks(
     recorder: MetricsRecorder,
 ) -> None:
     scratch = np.empty(spec.chunks, dtype=spec.dtype)
-    address, nbytes = scratch.ctypes.data, scratch.nbytes
+    address = scratch.ctypes.data
     directory, directory_fd = None, -1
     try:
         for key, destination in jobs:
@@ -98,13 +98,19 @@ def _read_chunks(
             finally:
                 os.close(fd)
             recorder.record("get", time.perf_counter() - started, len(data))
-            frame = check_blosc_frame(data, nbytes)
-            if not decompress_into_address(frame, address, nbytes):
-                blosc.decompress(frame, scratch)
+            _decode_whole(data, scratch, address)
             destination[...] = scratch
     finally:
         if directory_fd >= 0:
             os.close(directory_fd)
+
+
+def _decode_whole(data: bytes, scratch: np.ndarray, address: int) -> None:
+    """Decode the stored Blosc frame ``data`` into ``scratch`` (at ``address``), checked first
+    against the chunk's size: c-blosc2 for a frame of one block, numcodecs' c-blosc otherwise."""
+    frame = check_blosc_frame(data, scratch.nbytes)
+    if not decompress_into_address(frame, address, scratch.nbytes):
+        blosc.decompress(frame, scratch)
 
 
 def chunk_pieces(spec: ArraySpec, selection: tuple[int | slice, slice]) -> tuple[tuple[int, int], list[Piece]]:
@@ -212,9 +218,7 @@ def _read_parts(
             chunk = _OpenChunk(fd)
             whole = (first, last) == (0, nbytes - 1) or not reader.may_save(first, last)
             if whole or not reader.read_into(chunk, first, last, flat):
-                frame = check_blosc_frame(chunk.read(0, chunk.size + 1), nbytes)
-                if not decompress_into_address(frame, address, nbytes):
-                    blosc.decompress(frame, scratch)
+                _decode_whole(chunk.read(0, chunk.size + 1), scratch, address)
         finally:
             os.close(fd)
         recorder.record("get", time.perf_counter() - started, chunk.bytes_read)
